@@ -1,0 +1,7 @@
+//! The module contract as pure functions of plain data: no I/O, no Kubernetes client.
+//!
+//! Every rule of the contract that can be stated without talking to Kubernetes lives here, once
+//! (spec: Module Contract, Common, Cluster/Machine/MachinePool Role, Job Inputs, Terraform State,
+//! Plan Approval, The Reconcile Lifecycle). The manager, runner, webhook and tfcapi-lint call it.
+
+pub mod canonical;
