@@ -5,3 +5,13 @@
 //! Plan Approval, The Reconcile Lifecycle). The manager, runner, webhook and tfcapi-lint call it.
 
 pub mod canonical;
+pub mod hash;
+pub mod health;
+pub mod inputs;
+pub mod names;
+pub mod outputs;
+pub mod plan;
+pub mod render;
+pub mod schedule;
+pub mod state;
+pub mod variables;

@@ -1,0 +1,260 @@
+//! The `health` output every role declares, and how a reading maps to the `InfrastructureHealthy`
+//! condition (spec: Common "Outputs", Drift and Health "From module health to
+//! InfrastructureHealthy", Machine Role "Out-of-band termination").
+//!
+//! This module owns the mapping only; decoding the output from state is
+//! [`crate::outputs`]'s job, and deciding when a reading counts as a sample is the manager's.
+
+use std::fmt;
+
+/// A condition status, as Kubernetes spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConditionStatus {
+    /// `True`.
+    True,
+    /// `False`.
+    False,
+    /// `Unknown`.
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// The string Kubernetes uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::True => "True",
+            Self::False => "False",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+impl fmt::Display for ConditionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The closed `health.state` enum (also `status.instances[].state` of a pool).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HealthState {
+    /// Provisioning is still in progress.
+    Pending,
+    /// The infrastructure runs.
+    Running,
+    /// It runs, but not fully.
+    Degraded,
+    /// It is stopped.
+    Stopped,
+    /// It is gone.
+    Terminated,
+    /// The module cannot tell.
+    Unknown,
+}
+
+impl HealthState {
+    /// Every state, in the order the contract lists them.
+    pub const ALL: [Self; 6] = [
+        Self::Pending,
+        Self::Running,
+        Self::Degraded,
+        Self::Stopped,
+        Self::Terminated,
+        Self::Unknown,
+    ];
+
+    /// Parses the exact lower-case spelling; anything else is not a state.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|state| state.as_str() == s)
+    }
+
+    /// The spelling modules write and status carries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Degraded => "degraded",
+            Self::Stopped => "stopped",
+            Self::Terminated => "terminated",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for HealthState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A decoded `health` output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    /// `health.state`.
+    pub state: HealthState,
+    /// `health.healthy`.
+    pub healthy: bool,
+    /// `health.message`, when the module set one (an empty string counts as none).
+    pub message: Option<String>,
+    /// `health.reasons`, machine-readable words from the module (may be empty).
+    pub reasons: Vec<String>,
+}
+
+impl Health {
+    /// Whether this reading makes the object `Ready` as far as health goes (`running` and healthy).
+    pub fn is_healthy_running(&self) -> bool {
+        self.state == HealthState::Running && self.healthy
+    }
+
+    /// The `InfrastructureHealthy` condition this reading maps to.
+    pub fn condition(&self) -> HealthCondition {
+        let reason = match (self.state, self.healthy) {
+            (HealthState::Running, true) => HealthReason::Healthy,
+            (HealthState::Running, false) => HealthReason::InstanceUnhealthy,
+            (HealthState::Pending, _) => HealthReason::InstancePending,
+            (HealthState::Degraded, _) => HealthReason::InstanceDegraded,
+            (HealthState::Stopped, _) => HealthReason::InstanceStopped,
+            (HealthState::Terminated, _) => HealthReason::InstanceTerminated,
+            (HealthState::Unknown, _) => HealthReason::HealthUnknown,
+        };
+        let mut message = reason.default_message().to_owned();
+        if let Some(detail) = self.message.as_deref().filter(|m| !m.is_empty()) {
+            message.push_str(": ");
+            message.push_str(detail);
+        }
+        let reasons: Vec<&str> = self
+            .reasons
+            .iter()
+            .map(String::as_str)
+            .filter(|r| !r.is_empty())
+            .collect();
+        if !reasons.is_empty() {
+            message.push_str(" (reasons: ");
+            message.push_str(&reasons.join(", "));
+            message.push(')');
+        }
+        HealthCondition {
+            status: reason.status(),
+            reason,
+            message: truncate_message(message),
+        }
+    }
+}
+
+/// The longest condition message Kubernetes accepts (`metav1.Condition.message`), in bytes.
+pub const MAX_CONDITION_MESSAGE_BYTES: usize = 32_768;
+
+fn truncate_message(mut message: String) -> String {
+    if message.len() > MAX_CONDITION_MESSAGE_BYTES {
+        const ELLIPSIS: &str = "…";
+        let mut cut = MAX_CONDITION_MESSAGE_BYTES - ELLIPSIS.len();
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push_str(ELLIPSIS);
+    }
+    message
+}
+
+/// The `InfrastructureHealthy` reasons a health reading can produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HealthReason {
+    /// `running` and healthy.
+    Healthy,
+    /// `degraded`.
+    InstanceDegraded,
+    /// `pending`.
+    InstancePending,
+    /// `stopped`.
+    InstanceStopped,
+    /// `terminated`, or the instance vanished from state after provisioning.
+    InstanceTerminated,
+    /// `running` but not healthy.
+    InstanceUnhealthy,
+    /// `unknown`.
+    HealthUnknown,
+}
+
+impl HealthReason {
+    /// The reason string on the condition.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Healthy => "Healthy",
+            Self::InstanceDegraded => "InstanceDegraded",
+            Self::InstancePending => "InstancePending",
+            Self::InstanceStopped => "InstanceStopped",
+            Self::InstanceTerminated => "InstanceTerminated",
+            Self::InstanceUnhealthy => "InstanceUnhealthy",
+            Self::HealthUnknown => "HealthUnknown",
+        }
+    }
+
+    /// The condition status this reason carries.
+    pub fn status(self) -> ConditionStatus {
+        match self {
+            Self::Healthy => ConditionStatus::True,
+            Self::HealthUnknown => ConditionStatus::Unknown,
+            Self::InstanceDegraded
+            | Self::InstancePending
+            | Self::InstanceStopped
+            | Self::InstanceTerminated
+            | Self::InstanceUnhealthy => ConditionStatus::False,
+        }
+    }
+
+    fn default_message(self) -> &'static str {
+        match self {
+            Self::Healthy => "The module reports the infrastructure running and healthy",
+            Self::InstanceDegraded => "The module reports the infrastructure degraded",
+            Self::InstancePending => "The module reports the infrastructure still pending",
+            Self::InstanceStopped => "The module reports the infrastructure stopped",
+            Self::InstanceTerminated => "The module reports the infrastructure terminated",
+            Self::InstanceUnhealthy => {
+                "The module reports the infrastructure running but unhealthy"
+            }
+            Self::HealthUnknown => "The module cannot tell the infrastructure's health",
+        }
+    }
+
+    /// Whether a reading with this reason is one more unhealthy sample for machine remediation
+    /// (Drift and Health "Unhealthy samples"): `Some(true)` adds one, `Some(false)` resets the
+    /// count, `None` leaves it as it is.
+    pub fn counts_as_unhealthy_sample(self) -> Option<bool> {
+        match self {
+            Self::Healthy => Some(false),
+            Self::InstanceUnhealthy | Self::InstanceDegraded | Self::InstanceStopped => Some(true),
+            Self::InstancePending | Self::HealthUnknown | Self::InstanceTerminated => None,
+        }
+    }
+}
+
+impl fmt::Display for HealthReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What `InfrastructureHealthy` should say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCondition {
+    /// The condition status.
+    pub status: ConditionStatus,
+    /// The reason.
+    pub reason: HealthReason,
+    /// The message: a fixed sentence for the reason, then the module's `message` and `reasons`.
+    pub message: String,
+}
+
+impl HealthCondition {
+    /// A machine whose `provider_id` came back null after provisioning: the instance is gone,
+    /// whatever its `health` output says (Drift and Health, Machine Role "Out-of-band
+    /// termination").
+    pub fn instance_vanished() -> Self {
+        Self {
+            status: ConditionStatus::False,
+            reason: HealthReason::InstanceTerminated,
+            message: "The instance is gone: provider_id is null after provisioning".to_owned(),
+        }
+    }
+}

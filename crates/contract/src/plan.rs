@@ -1,0 +1,388 @@
+//! Analysis of a saved plan as `show -json` prints it (spec: Plan Approval, Drift "Read the
+//! results", Contract Changelog "Plan preview and approval" and "Destructive-plan guard"; the
+//! runner's result document `plan` and `drift` objects).
+//!
+//! Only addresses, modes and actions are deserialized: `before`/`after` values and everything else
+//! in the document are skipped unread, so no value can leak from a plan into status or logs.
+//!
+//! Counting follows the runtime's own summary line ("Plan: N to add, M to change, K to destroy"):
+//! a replacement in either order is one add and one destroy, `forget, create` is one add and one
+//! forget, a read or no-op is not counted, ephemeral resources are ignored, and the deletion of a
+//! data source from state is not shown or counted. Imports and moves are counted over the same
+//! changes, as the runtime does when it renders them.
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The most `"<address> (<action>)"` entries kept.
+pub const MAX_PLAN_RESOURCES: usize = 50;
+/// The longest entry kept, in characters (`status.plan.resources[]` allows 600).
+pub const MAX_PLAN_RESOURCE_ENTRY: usize = 600;
+/// The most drifted addresses kept.
+pub const MAX_DRIFT_RESOURCES: usize = 20;
+/// The longest drifted address kept, in characters (`status.lastRun.drift.resources[]`).
+pub const MAX_DRIFT_RESOURCE_ENTRY: usize = 512;
+/// The plan hash scheme prefix.
+pub const PLAN_HASH_PREFIX: &str = "p1:";
+
+/// A resource change's action, as the runtime decodes the `actions` list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Action {
+    /// `["no-op"]`.
+    NoOp,
+    /// `["create"]`.
+    Create,
+    /// `["read"]`.
+    Read,
+    /// `["update"]`.
+    Update,
+    /// `["delete"]`.
+    Delete,
+    /// `["delete", "create"]`: the default replacement.
+    DeleteThenCreate,
+    /// `["create", "delete"]`: `create_before_destroy`.
+    CreateThenDelete,
+    /// `["forget"]`: removed from state, left in place.
+    Forget,
+    /// `["forget", "create"]`.
+    ForgetThenCreate,
+}
+
+impl Action {
+    /// Decodes an `actions` list; `None` for a combination the runtime does not produce.
+    pub fn from_actions<S: AsRef<str>>(actions: &[S]) -> Option<Self> {
+        let words: Vec<&str> = actions.iter().map(AsRef::as_ref).collect();
+        Some(match words.as_slice() {
+            ["no-op"] => Self::NoOp,
+            ["create"] => Self::Create,
+            ["read"] => Self::Read,
+            ["update"] => Self::Update,
+            ["delete"] => Self::Delete,
+            ["delete", "create"] => Self::DeleteThenCreate,
+            ["create", "delete"] => Self::CreateThenDelete,
+            ["forget"] => Self::Forget,
+            ["forget", "create"] => Self::ForgetThenCreate,
+            _ => return None,
+        })
+    }
+
+    /// The `actions` list as the plan spells it, joined with commas (the form hashed).
+    pub fn actions_str(self) -> &'static str {
+        match self {
+            Self::NoOp => "no-op",
+            Self::Create => "create",
+            Self::Read => "read",
+            Self::Update => "update",
+            Self::Delete => "delete",
+            Self::DeleteThenCreate => "delete,create",
+            Self::CreateThenDelete => "create,delete",
+            Self::Forget => "forget",
+            Self::ForgetThenCreate => "forget,create",
+        }
+    }
+
+    /// The one-word label of a `"<address> (<action>)"` entry: create, update, delete, replace,
+    /// read or forget (`forget, create` is a replacement that deletes nothing).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::NoOp => "no-op",
+            Self::Create => "create",
+            Self::Read => "read",
+            Self::Update => "update",
+            Self::Delete => "delete",
+            Self::DeleteThenCreate | Self::CreateThenDelete | Self::ForgetThenCreate => "replace",
+            Self::Forget => "forget",
+        }
+    }
+
+    /// Whether the action deletes a real object: a removal, or a replacement in either order.
+    pub fn deletes(self) -> bool {
+        matches!(
+            self,
+            Self::Delete | Self::DeleteThenCreate | Self::CreateThenDelete
+        )
+    }
+}
+
+/// One counted change: an address and what happens to it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PlannedChange {
+    /// The resource instance address (`module.role.terraform_data.x["a"]`).
+    pub address: String,
+    /// The action.
+    pub action: Action,
+}
+
+/// What a plan does, without any value from it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PlanAnalysis {
+    /// Resources to add (creates and replacements).
+    pub add: u64,
+    /// Resources to update in place.
+    pub change: u64,
+    /// Resources to destroy (deletes and replacements).
+    pub destroy: u64,
+    /// Resources to forget.
+    pub forget: u64,
+    /// Resources being imported.
+    pub import: u64,
+    /// Resources whose address moves.
+    pub moved: u64,
+    /// Root outputs whose value changes.
+    pub outputs: u64,
+    /// Whether any change deletes a real object (the destructive-plan guard's test).
+    pub destructive: bool,
+    /// Every non-no-op change, sorted by address.
+    pub changes: Vec<PlannedChange>,
+    /// The plan hash, `p1:<sha256 hex>` of the sorted `address|actions` lines.
+    pub hash: String,
+}
+
+impl PlanAnalysis {
+    /// Whether the plan changes any resource (outputs alone do not count).
+    pub fn has_resource_changes(&self) -> bool {
+        self.changes.iter().any(|c| c.action != Action::Read)
+    }
+
+    /// Up to 50 `"<address> (<action>)"` entries and whether more were left out.
+    pub fn resources(&self) -> (Vec<String>, bool) {
+        entries(
+            self.changes.iter(),
+            MAX_PLAN_RESOURCES,
+            MAX_PLAN_RESOURCE_ENTRY,
+        )
+    }
+
+    /// Up to 50 entries for the changes that delete something (for `DestructivePlanBlocked`).
+    pub fn destructive_resources(&self) -> (Vec<String>, bool) {
+        entries(
+            self.changes.iter().filter(|c| c.action.deletes()),
+            MAX_PLAN_RESOURCES,
+            MAX_PLAN_RESOURCE_ENTRY,
+        )
+    }
+
+    /// The drift a drift Job reports from this plan: the counts and up to 20 addresses of the
+    /// resources that differ (reads are not drift).
+    pub fn drift_summary(&self) -> DriftSummary {
+        let mut resources = Vec::new();
+        for change in self.changes.iter().filter(|c| c.action != Action::Read) {
+            if resources.len() == MAX_DRIFT_RESOURCES {
+                break;
+            }
+            resources.push(truncate_chars(&change.address, MAX_DRIFT_RESOURCE_ENTRY));
+        }
+        DriftSummary {
+            detected: self.has_resource_changes(),
+            add: self.add,
+            change: self.change,
+            destroy: self.destroy,
+            resources,
+        }
+    }
+}
+
+/// The drift found by a drift Job.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DriftSummary {
+    /// Whether the plan changes any resource.
+    pub detected: bool,
+    /// Resources to add.
+    pub add: u64,
+    /// Resources to change.
+    pub change: u64,
+    /// Resources to destroy.
+    pub destroy: u64,
+    /// Up to 20 affected addresses, sorted.
+    pub resources: Vec<String>,
+}
+
+/// Why a document is not a plan this analysis can read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// Not JSON, or not the shape of `show -json` output.
+    #[error("the plan is not valid plan JSON (line {line}, column {column})")]
+    Malformed {
+        /// Line of the error.
+        line: usize,
+        /// Column of the error.
+        column: usize,
+    },
+    /// A resource change with an `actions` list the runtime never produces.
+    #[error("resource change {index} has an unknown actions list")]
+    UnknownActions {
+        /// Its position in `resource_changes`.
+        index: usize,
+    },
+}
+
+/// The plan hash of a set of changes: `p1:` and the SHA-256 hex of the lines
+/// `<address>|<actions joined by ",">`, each ending in a newline, sorted bytewise. A plan without
+/// changes hashes the empty string.
+pub fn plan_hash<'a, I>(changes: I) -> String
+where
+    I: IntoIterator<Item = &'a PlannedChange>,
+{
+    let mut lines: Vec<String> = changes
+        .into_iter()
+        .filter(|c| c.action != Action::NoOp)
+        .map(|c| format!("{}|{}\n", c.address, c.action.actions_str()))
+        .collect();
+    lines.sort_unstable();
+    let mut hasher = Sha256::new();
+    for line in &lines {
+        hasher.update(line.as_bytes());
+    }
+    format!("{PLAN_HASH_PREFIX}{}", hex::encode(hasher.finalize()))
+}
+
+/// Analyses `show -json` output.
+pub fn analyze_plan(json: &[u8]) -> Result<PlanAnalysis, PlanError> {
+    if !is_json_object(json) {
+        return Err(PlanError::Malformed { line: 1, column: 1 });
+    }
+    let plan: RawPlan = serde_json::from_slice(json).map_err(|e| PlanError::Malformed {
+        line: e.line(),
+        column: e.column(),
+    })?;
+    let mut analysis = PlanAnalysis::default();
+    for (index, rc) in plan
+        .resource_changes
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+    {
+        let action =
+            Action::from_actions(&rc.change.actions).ok_or(PlanError::UnknownActions { index })?;
+        let mode = rc.mode.unwrap_or(Mode::Managed);
+        if mode == Mode::Ephemeral || (mode == Mode::Data && action == Action::Delete) {
+            continue;
+        }
+        let moved = rc
+            .previous_address
+            .as_deref()
+            .is_some_and(|p| !p.is_empty() && p != rc.address);
+        let importing = rc.change.importing.is_some();
+        if action == Action::NoOp && !moved && !importing {
+            continue;
+        }
+        analysis.import += u64::from(importing);
+        analysis.moved += u64::from(moved);
+        match action {
+            Action::Create => analysis.add += 1,
+            Action::Update => analysis.change += 1,
+            Action::Delete => analysis.destroy += 1,
+            Action::DeleteThenCreate | Action::CreateThenDelete => {
+                analysis.add += 1;
+                analysis.destroy += 1;
+            }
+            Action::ForgetThenCreate => {
+                analysis.add += 1;
+                analysis.forget += 1;
+            }
+            Action::Forget => analysis.forget += 1,
+            Action::Read | Action::NoOp => {}
+        }
+        analysis.destructive |= action.deletes();
+        if action != Action::NoOp {
+            analysis.changes.push(PlannedChange {
+                address: rc.address,
+                action,
+            });
+        }
+    }
+    analysis.outputs = plan
+        .output_changes
+        .unwrap_or_default()
+        .values()
+        .filter(|o| !matches!(Action::from_actions(&o.actions), Some(Action::NoOp)))
+        .count() as u64;
+    analysis.changes.sort();
+    analysis.hash = plan_hash(&analysis.changes);
+    Ok(analysis)
+}
+
+/// Whether the document's first significant byte opens an object (the derive would otherwise
+/// also accept an array, field by field in order).
+pub(crate) fn is_json_object(json: &[u8]) -> bool {
+    json.iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'{')
+}
+
+fn entries<'a, I>(changes: I, max: usize, max_chars: usize) -> (Vec<String>, bool)
+where
+    I: Iterator<Item = &'a PlannedChange>,
+{
+    let mut out = Vec::new();
+    let mut truncated = false;
+    for change in changes {
+        if out.len() == max {
+            truncated = true;
+            break;
+        }
+        let label = change.action.label();
+        // Room for " (" + label + ")".
+        let room = max_chars.saturating_sub(label.len() + 3);
+        out.push(format!(
+            "{} ({label})",
+            truncate_chars(&change.address, room)
+        ));
+    }
+    (out, truncated)
+}
+
+/// Cuts `s` to at most `max` characters, marking a cut with a trailing ellipsis.
+fn truncate_chars(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[derive(Deserialize)]
+struct RawPlan {
+    #[serde(default)]
+    resource_changes: Option<Vec<RawResourceChange>>,
+    #[serde(default)]
+    output_changes: Option<BTreeMap<String, RawChange>>,
+}
+
+#[derive(Deserialize)]
+struct RawResourceChange {
+    address: String,
+    #[serde(default)]
+    mode: Option<Mode>,
+    #[serde(default)]
+    previous_address: Option<String>,
+    change: RawChange,
+}
+
+/// `change`: only `actions` and whether `importing` is set; `before`, `after` and every other
+/// field are skipped unread.
+#[derive(Deserialize)]
+struct RawChange {
+    actions: Vec<String>,
+    #[serde(default)]
+    importing: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Managed,
+    Data,
+    Ephemeral,
+    #[serde(other)]
+    Other,
+}
+
+impl fmt::Display for PlannedChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.address, self.action.label())
+    }
+}

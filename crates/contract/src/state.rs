@@ -1,0 +1,566 @@
+//! Reading a `kubernetes`-backend state from its Secrets (spec: Terraform State "Chunking and size
+//! caps", "What CAPTF reads from state", "OpenTofu state encryption"; `StateReadable` reasons).
+//!
+//! The caller lists the Secrets carrying the backend's labels for one suffix (or one backup set)
+//! and hands them over as plain data. The reader orders the chunks — the base Secret is chunk 0,
+//! `<base>-part-N` is chunk N — checks the set is exactly `0..=N` with nothing else in it,
+//! concatenates their `tfstate` payloads, gunzips them within the size cap, and parses only what
+//! CAPTF needs from the state v4 document: serial, lineage, runtime version, root outputs and the
+//! number of managed resources. Resource instances are skipped without being decoded.
+//!
+//! Nothing here panics, whatever the bytes: errors name the Secret or the byte position, never
+//! content, since state holds secrets in cleartext.
+
+use crate::names::{chunk_secret_name, state_backup_secret_name, state_secret_name};
+use crate::outputs::{RootOutput, RootOutputs};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read;
+
+/// The most chunk Secrets CAPTF reads for one state.
+pub const MAX_STATE_CHUNKS: usize = 32;
+/// The most decompressed bytes CAPTF reads for one state (64 MiB).
+pub const MAX_STATE_BYTES: usize = 64 * 1024 * 1024;
+/// The data key holding the (gzipped) state in every chunk Secret.
+pub const STATE_DATA_KEY: &str = "tfstate";
+/// The annotation on the base Secret recording the inputs hash of the last successful apply.
+pub const INPUTS_HASH_ANNOTATION: &str = "captf.io/inputs-hash";
+/// The backend's label naming the suffix.
+pub const SUFFIX_LABEL: &str = "tfstateSecretSuffix";
+/// The backend's label naming the workspace.
+pub const WORKSPACE_LABEL: &str = "tfstateWorkspace";
+/// The label naming the suffix a backup chunk was taken from.
+pub const BACKUP_SUFFIX_LABEL: &str = "captf.io/state-backup-suffix";
+/// The only workspace CAPTF uses.
+pub const WORKSPACE: &str = "default";
+/// The state format CAPTF reads.
+pub const STATE_VERSION: u64 = 4;
+/// The `StateReadable` reason of a state read without error.
+pub const STATE_READ_REASON: &str = "StateRead";
+
+/// A Secret, as plain data.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct StateSecret {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
+    /// `data`, already base64-decoded.
+    pub data: BTreeMap<String, Vec<u8>>,
+}
+
+impl fmt::Debug for StateSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sizes: BTreeMap<&str, usize> = self
+            .data
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.len()))
+            .collect();
+        f.debug_struct("StateSecret")
+            .field("name", &self.name)
+            .field("labels", &self.labels)
+            .field("annotations", &self.annotations)
+            .field("data_bytes", &sizes)
+            .finish()
+    }
+}
+
+/// Which set of Secrets to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateSet<'a> {
+    /// The live state, `tfstate-default-<suffix>` and its parts.
+    Live {
+        /// The object's state suffix.
+        suffix: &'a str,
+    },
+    /// A backup, `captf-state-backup-<suffix>-<serial>` and its parts.
+    Backup {
+        /// The object's state suffix.
+        suffix: &'a str,
+        /// The backed-up serial.
+        serial: u64,
+    },
+}
+
+impl StateSet<'_> {
+    /// The name of chunk 0.
+    pub fn base_name(&self) -> String {
+        match self {
+            Self::Live { suffix } => state_secret_name(suffix),
+            Self::Backup { suffix, serial } => state_backup_secret_name(suffix, *serial),
+        }
+    }
+
+    fn labels_agree(&self, labels: &BTreeMap<String, String>) -> bool {
+        let agrees = |key: &str, want: &str| labels.get(key).is_none_or(|v| v == want);
+        match self {
+            Self::Live { suffix } => {
+                agrees(SUFFIX_LABEL, suffix) && agrees(WORKSPACE_LABEL, WORKSPACE)
+            }
+            Self::Backup { suffix, .. } => agrees(BACKUP_SUFFIX_LABEL, suffix),
+        }
+    }
+}
+
+/// The caps the reader enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateLimits {
+    /// The most chunk Secrets.
+    pub max_chunks: usize,
+    /// The most decompressed bytes.
+    pub max_bytes: usize,
+}
+
+impl Default for StateLimits {
+    fn default() -> Self {
+        Self {
+            max_chunks: MAX_STATE_CHUNKS,
+            max_bytes: MAX_STATE_BYTES,
+        }
+    }
+}
+
+/// What CAPTF knows about a state after reading it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateSummary {
+    /// `serial`.
+    pub serial: u64,
+    /// `lineage`.
+    pub lineage: String,
+    /// `terraform_version`: the Terraform or OpenTofu version that wrote the state.
+    pub runtime_version: String,
+    /// The root module's outputs (values may be sensitive; their `Debug` is redacted).
+    pub outputs: RootOutputs,
+    /// Resources with `mode: managed`; a `count`/`for_each` resource counts once.
+    pub managed_resources: u64,
+    /// The size of the concatenated chunk payloads, as stored.
+    pub compressed_bytes: u64,
+    /// The size of the state document after gunzip.
+    pub decompressed_bytes: u64,
+    /// How many chunk Secrets the state spans.
+    pub chunks: usize,
+    /// The `captf.io/inputs-hash` annotation of the base Secret, when set and non-empty.
+    pub inputs_hash: Option<String>,
+}
+
+/// Why a chunk set is not one state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inconsistency {
+    /// A Secret whose name is neither the base nor `<base>-part-<N>`.
+    UnexpectedSecret {
+        /// Its name.
+        name: String,
+    },
+    /// A Secret whose backend labels name another suffix or workspace.
+    ForeignLabels {
+        /// Its name.
+        name: String,
+    },
+    /// Two Secrets for the same chunk index.
+    DuplicateChunk {
+        /// The index.
+        index: usize,
+    },
+    /// There are parts but no base Secret.
+    MissingBase,
+    /// A gap in the part numbers.
+    MissingChunk {
+        /// The first index missing.
+        index: usize,
+    },
+    /// A chunk without the `tfstate` data key.
+    MissingData {
+        /// Its name.
+        name: String,
+    },
+}
+
+impl fmt::Display for Inconsistency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnexpectedSecret { name } => {
+                write!(f, "Secret {name} is not a chunk of this state")
+            }
+            Self::ForeignLabels { name } => write!(
+                f,
+                "Secret {name} carries backend labels of another suffix or workspace"
+            ),
+            Self::DuplicateChunk { index } => write!(f, "chunk {index} appears twice"),
+            Self::MissingBase => f.write_str("the base Secret is missing"),
+            Self::MissingChunk { index } => write!(f, "chunk {index} is missing"),
+            Self::MissingData { name } => {
+                write!(f, "Secret {name} has no {STATE_DATA_KEY} data key")
+            }
+        }
+    }
+}
+
+/// Why a state could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Corruption {
+    /// More chunk Secrets than the cap.
+    TooManyChunks {
+        /// How many there are.
+        count: usize,
+        /// The cap.
+        max: usize,
+    },
+    /// More decompressed bytes than the cap.
+    TooLarge {
+        /// The cap, in bytes.
+        max: usize,
+    },
+    /// The payload is not valid gzip.
+    Gzip,
+    /// The document is not valid JSON or not a state document's shape.
+    Json {
+        /// Line of the error (1-based).
+        line: usize,
+        /// Column of the error (1-based).
+        column: usize,
+    },
+    /// The state format version is not 4.
+    UnsupportedVersion {
+        /// The version found, when there was one.
+        version: Option<u64>,
+    },
+    /// A field CAPTF needs is absent.
+    MissingField {
+        /// The field.
+        field: &'static str,
+    },
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooManyChunks { count, max } => {
+                write!(
+                    f,
+                    "the state spans {count} Secrets, more than the {max} read"
+                )
+            }
+            Self::TooLarge { max } => {
+                write!(f, "the state decompresses to more than {max} bytes")
+            }
+            Self::Gzip => f.write_str("the state payload is not valid gzip"),
+            Self::Json { line, column } => write!(
+                f,
+                "the state document is not valid state JSON (line {line}, column {column})"
+            ),
+            Self::UnsupportedVersion { version: Some(v) } => {
+                write!(f, "state format version {v} is not supported (only 4 is)")
+            }
+            Self::UnsupportedVersion { version: None } => {
+                f.write_str("the state document has no format version")
+            }
+            Self::MissingField { field } => write!(f, "the state document has no {field}"),
+        }
+    }
+}
+
+/// Why no state summary could be produced; each variant maps to a `StateReadable` reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// No Secret at all: the object was never applied.
+    #[error("no state Secret exists")]
+    NotFound,
+    /// The chunk set is incomplete, duplicated or names an unexpected Secret.
+    #[error("state chunks are inconsistent: {0}")]
+    Inconsistent(Inconsistency),
+    /// The payload exceeds a cap, is not gzip, or is not a state v4 document.
+    #[error("state is corrupt: {0}")]
+    Corrupt(Corruption),
+    /// OpenTofu client-side encryption wraps the state; its outputs cannot be read.
+    #[error("state is encrypted with OpenTofu state encryption")]
+    Encrypted {
+        /// The serial OpenTofu keeps in clear next to the encrypted payload, when present.
+        serial: Option<u64>,
+        /// The lineage likewise.
+        lineage: Option<String>,
+    },
+}
+
+impl StateError {
+    /// The `StateReadable` reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NotFound => "StateNotFound",
+            Self::Inconsistent(_) => "StateInconsistent",
+            Self::Corrupt(_) => "StateCorrupt",
+            Self::Encrypted { .. } => "StateEncrypted",
+        }
+    }
+}
+
+/// The chunk index `name` has in the set whose base Secret is `base`: 0 for the base itself,
+/// `N` for `<base>-part-N` (N ≥ 1, decimal, no sign or leading zero); `None` for any other name.
+pub fn chunk_index(base: &str, name: &str) -> Option<usize> {
+    let rest = name.strip_prefix(base)?;
+    if rest.is_empty() {
+        return Some(0);
+    }
+    let digits = rest.strip_prefix("-part-")?;
+    if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Reads a state with the default caps.
+pub fn read_state(set: StateSet<'_>, secrets: &[StateSecret]) -> Result<StateSummary, StateError> {
+    read_state_with_limits(set, secrets, StateLimits::default())
+}
+
+/// Reads a state with explicit caps.
+pub fn read_state_with_limits(
+    set: StateSet<'_>,
+    secrets: &[StateSecret],
+    limits: StateLimits,
+) -> Result<StateSummary, StateError> {
+    let chunks = order_chunks(set, secrets, limits)?;
+    let compressed_len: usize = chunks.iter().map(|c| c.len()).sum();
+    let mut compressed = Vec::with_capacity(compressed_len);
+    for chunk in &chunks {
+        compressed.extend_from_slice(chunk);
+    }
+    let document = gunzip(&compressed, limits.max_bytes)?;
+    let parsed = parse_state_document(&document)?;
+    let inputs_hash = secrets
+        .iter()
+        .find(|s| s.name == set.base_name())
+        .and_then(|s| s.annotations.get(INPUTS_HASH_ANNOTATION))
+        .filter(|h| !h.is_empty())
+        .cloned();
+    Ok(StateSummary {
+        serial: parsed.serial,
+        lineage: parsed.lineage,
+        runtime_version: parsed.runtime_version,
+        outputs: parsed.outputs,
+        managed_resources: parsed.managed_resources,
+        compressed_bytes: compressed_len as u64,
+        decompressed_bytes: document.len() as u64,
+        chunks: chunks.len(),
+        inputs_hash,
+    })
+}
+
+/// Checks the chunk set and returns the payloads in index order.
+fn order_chunks<'s>(
+    set: StateSet<'_>,
+    secrets: &'s [StateSecret],
+    limits: StateLimits,
+) -> Result<Vec<&'s [u8]>, StateError> {
+    if secrets.is_empty() {
+        return Err(StateError::NotFound);
+    }
+    let base = set.base_name();
+    let mut by_index: BTreeMap<usize, &StateSecret> = BTreeMap::new();
+    for secret in secrets {
+        let Some(index) = chunk_index(&base, &secret.name) else {
+            return Err(StateError::Inconsistent(Inconsistency::UnexpectedSecret {
+                name: secret.name.clone(),
+            }));
+        };
+        if !set.labels_agree(&secret.labels) {
+            return Err(StateError::Inconsistent(Inconsistency::ForeignLabels {
+                name: secret.name.clone(),
+            }));
+        }
+        if by_index.insert(index, secret).is_some() {
+            return Err(StateError::Inconsistent(Inconsistency::DuplicateChunk {
+                index,
+            }));
+        }
+    }
+    if by_index.len() > limits.max_chunks {
+        return Err(StateError::Corrupt(Corruption::TooManyChunks {
+            count: by_index.len(),
+            max: limits.max_chunks,
+        }));
+    }
+    if !by_index.contains_key(&0) {
+        return Err(StateError::Inconsistent(Inconsistency::MissingBase));
+    }
+    let mut payloads = Vec::with_capacity(by_index.len());
+    for (expected, (&index, secret)) in by_index.iter().enumerate() {
+        if index != expected {
+            return Err(StateError::Inconsistent(Inconsistency::MissingChunk {
+                index: expected,
+            }));
+        }
+        let Some(data) = secret.data.get(STATE_DATA_KEY) else {
+            return Err(StateError::Inconsistent(Inconsistency::MissingData {
+                name: chunk_secret_name(&base, index),
+            }));
+        };
+        payloads.push(data.as_slice());
+    }
+    Ok(payloads)
+}
+
+/// Gunzips (every gzip member, as Go's reader does) without producing more than `max` bytes.
+fn gunzip(compressed: &[u8], max: usize) -> Result<Vec<u8>, StateError> {
+    let decoder = flate2::bufread::MultiGzDecoder::new(compressed);
+    let cap = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+    let mut out = Vec::with_capacity(compressed.len().saturating_mul(8).min(max));
+    decoder
+        .take(cap)
+        .read_to_end(&mut out)
+        .map_err(|_| StateError::Corrupt(Corruption::Gzip))?;
+    if out.len() > max {
+        return Err(StateError::Corrupt(Corruption::TooLarge { max }));
+    }
+    Ok(out)
+}
+
+/// The parts of a state document CAPTF keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedState {
+    /// `serial`.
+    pub serial: u64,
+    /// `lineage`.
+    pub lineage: String,
+    /// `terraform_version`.
+    pub runtime_version: String,
+    /// Root outputs.
+    pub outputs: RootOutputs,
+    /// Managed resources.
+    pub managed_resources: u64,
+}
+
+/// Parses a decompressed state document (state v4, or OpenTofu's encryption envelope, which is
+/// reported as [`StateError::Encrypted`]).
+pub fn parse_state_document(document: &[u8]) -> Result<ParsedState, StateError> {
+    if !crate::plan::is_json_object(document) {
+        return Err(StateError::Corrupt(Corruption::Json { line: 1, column: 1 }));
+    }
+    let raw: RawState = serde_json::from_slice(document).map_err(|e| {
+        StateError::Corrupt(Corruption::Json {
+            line: e.line(),
+            column: e.column(),
+        })
+    })?;
+    if raw
+        .encryption_version
+        .as_deref()
+        .is_some_and(|v| !v.is_empty())
+    {
+        return Err(StateError::Encrypted {
+            serial: raw.serial,
+            lineage: raw.lineage,
+        });
+    }
+    if raw.version != Some(STATE_VERSION) {
+        return Err(StateError::Corrupt(Corruption::UnsupportedVersion {
+            version: raw.version,
+        }));
+    }
+    let missing = |field| StateError::Corrupt(Corruption::MissingField { field });
+    let serial = raw.serial.ok_or_else(|| missing("serial"))?;
+    let lineage = raw.lineage.ok_or_else(|| missing("lineage"))?;
+    let runtime_version = raw
+        .terraform_version
+        .ok_or_else(|| missing("terraform_version"))?;
+    let outputs = raw
+        .outputs
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, o)| {
+            (
+                name,
+                RootOutput {
+                    value: o.value,
+                    sensitive: o.sensitive.unwrap_or(false),
+                },
+            )
+        })
+        .collect();
+    Ok(ParsedState {
+        serial,
+        lineage,
+        runtime_version,
+        outputs,
+        managed_resources: raw.resources.map_or(0, |c| c.0),
+    })
+}
+
+/// The top level of a state v4 document, or of OpenTofu's encryption envelope (which keeps
+/// `serial` and `lineage` in clear beside `meta`, `encrypted_data` and `encryption_version`).
+/// Unknown fields — `check_results`, the envelope's payload — are skipped unread.
+#[derive(Deserialize)]
+struct RawState {
+    #[serde(default)]
+    version: Option<u64>,
+    #[serde(default)]
+    terraform_version: Option<String>,
+    #[serde(default)]
+    serial: Option<u64>,
+    #[serde(default)]
+    lineage: Option<String>,
+    #[serde(default)]
+    outputs: Option<BTreeMap<String, RawOutput>>,
+    #[serde(default)]
+    resources: Option<ManagedCount>,
+    #[serde(default)]
+    encryption_version: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawOutput {
+    #[serde(default)]
+    value: Value,
+    #[serde(default)]
+    sensitive: Option<bool>,
+}
+
+/// One entry of `resources`: only its mode is looked at; `instances` and the rest are skipped.
+#[derive(Deserialize)]
+struct ResourceHead {
+    #[serde(default)]
+    mode: Option<ResourceMode>,
+}
+
+#[derive(Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum ResourceMode {
+    Managed,
+    #[serde(other)]
+    Other,
+}
+
+/// The number of managed entries of `resources`, counted while streaming the array.
+struct ManagedCount(u64);
+
+impl<'de> Deserialize<'de> for ManagedCount {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CountVisitor;
+        impl<'de> Visitor<'de> for CountVisitor {
+            type Value = ManagedCount;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of resources")
+            }
+
+            fn visit_unit<E: de::Error>(self) -> Result<ManagedCount, E> {
+                Ok(ManagedCount(0))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ManagedCount, A::Error> {
+                let mut count = 0u64;
+                while let Some(head) = seq.next_element::<ResourceHead>()? {
+                    if head.mode == Some(ResourceMode::Managed) {
+                        count += 1;
+                    }
+                }
+                Ok(ManagedCount(count))
+            }
+        }
+        deserializer.deserialize_any(CountVisitor)
+    }
+}
