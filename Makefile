@@ -29,7 +29,7 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
-unit: ## All tests of the workspace.
+unit: testbin ## All tests of the workspace (integration tests need the test binaries).
 	$(CARGO) test --workspace --locked --no-fail-fast
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.

@@ -1,2 +1,12 @@
-//! The test environment (ENGINEERING.md §2): a real control plane, a process kubelet, an OCI
-//! registry and an image builder, for integration and end-to-end tests.
+//! The test environment (ENGINEERING.md §2): a real control plane built from source, a process
+//! kubelet, an OCI registry and an image builder, for integration and end-to-end tests.
+//!
+//! - [`testbin`] finds the binaries `hack/testbin.sh` builds.
+//! - [`control_plane`] runs etcd, kube-apiserver and kube-controller-manager on loopback.
+//! - [`env`] shares one environment per test binary and hands each test its own namespace.
+
+pub mod control_plane;
+pub mod env;
+pub mod testbin;
+
+pub use env::TestEnv;

@@ -1,0 +1,464 @@
+//! The local control plane: etcd, kube-apiserver and kube-controller-manager built from source
+//! (ENGINEERING.md §2), on loopback, with TLS, RBAC, a service-account issuer and signing key and
+//! the API server's default admission plugins — a real cluster's API, minus nodes.
+//!
+//! Every process is started through `setpriv --pdeathsig KILL` from a thread that lives as long as
+//! the control plane, so nothing outlives the process that started it, even when that process is
+//! killed. Logs go to `<dir>/<process>.log`.
+
+use anyhow::{Context as _, bail};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::testbin;
+
+/// The controllers kube-controller-manager runs: what Jobs, garbage collection, namespaces and
+/// service accounts need.
+pub const CONTROLLERS: &str = "namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,job-controller";
+
+/// How long the control plane may take to become ready.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Files and endpoints of a running control plane.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Endpoints {
+    /// The API server's URL (`https://127.0.0.1:<port>`).
+    pub server: String,
+    /// The API server's port.
+    pub port: u16,
+    /// The admin kubeconfig (`system:masters`).
+    pub kubeconfig: PathBuf,
+    /// The CA that signed the serving and client certificates (PEM).
+    pub ca_file: PathBuf,
+    /// The directory holding certificates, data and logs.
+    pub dir: PathBuf,
+}
+
+/// A running control plane. Dropping it stops every process.
+#[derive(Debug)]
+pub struct ControlPlane {
+    endpoints: Endpoints,
+    processes: Vec<(&'static str, Child)>,
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let listener =
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("finding a free loopback port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn write(path: &Path, contents: &str) -> anyhow::Result<()> {
+    std::fs::write(path, contents).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Certificates and keys of one control plane, written under `<dir>/pki`.
+struct Pki {
+    ca: PathBuf,
+    serving_cert: PathBuf,
+    serving_key: PathBuf,
+    admin_cert_pem: String,
+    admin_key_pem: String,
+    sa_public: PathBuf,
+    sa_private: PathBuf,
+}
+
+fn make_pki(dir: &Path) -> anyhow::Result<Pki> {
+    let pki = dir.join("pki");
+    std::fs::create_dir_all(&pki)?;
+
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "captf-testenv-ca");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let serving_key = KeyPair::generate()?;
+    let mut serving = CertificateParams::new(vec![
+        "localhost".to_owned(),
+        "kubernetes".to_owned(),
+        "kubernetes.default".to_owned(),
+        "kubernetes.default.svc".to_owned(),
+        "kubernetes.default.svc.cluster.local".to_owned(),
+    ])?;
+    serving
+        .subject_alt_names
+        .push(SanType::IpAddress(Ipv4Addr::LOCALHOST.into()));
+    serving
+        .subject_alt_names
+        .push(SanType::IpAddress(Ipv4Addr::new(10, 0, 0, 1).into()));
+    serving
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
+    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let serving_cert = serving.signed_by(&serving_key, &issuer)?;
+
+    let admin_key = KeyPair::generate()?;
+    let mut admin = CertificateParams::new(Vec::<String>::new())?;
+    admin
+        .distinguished_name
+        .push(DnType::CommonName, "captf-testenv-admin");
+    admin
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:masters");
+    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let admin_cert = admin.signed_by(&admin_key, &issuer)?;
+
+    let sa_key = KeyPair::generate()?;
+
+    let paths = Pki {
+        ca: pki.join("ca.crt"),
+        serving_cert: pki.join("apiserver.crt"),
+        serving_key: pki.join("apiserver.key"),
+        admin_cert_pem: admin_cert.pem(),
+        admin_key_pem: admin_key.serialize_pem(),
+        sa_public: pki.join("sa.pub"),
+        sa_private: pki.join("sa.key"),
+    };
+    write(&paths.ca, &ca_cert.pem())?;
+    write(&paths.serving_cert, &serving_cert.pem())?;
+    write(&paths.serving_key, &serving_key.serialize_pem())?;
+    write(&pki.join("admin.crt"), &paths.admin_cert_pem)?;
+    write(&pki.join("admin.key"), &paths.admin_key_pem)?;
+    write(&paths.sa_public, &sa_key.public_key_pem())?;
+    write(&paths.sa_private, &sa_key.serialize_pem())?;
+    Ok(paths)
+}
+
+/// A kubeconfig with embedded credentials, for `server` as the given user.
+pub fn kubeconfig_yaml(
+    server: &str,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+    user: &str,
+) -> String {
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: testenv\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: {user}\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: testenv\n  context:\n    cluster: testenv\n    user: {user}\ncurrent-context: testenv\n",
+        ca = b64(ca_pem),
+        cert = b64(cert_pem),
+        key = b64(key_pem),
+    )
+}
+
+/// Starts `binary args` with its output in `<dir>/<name>.log`, killed when its parent dies.
+fn spawn(dir: &Path, name: &'static str, binary: &Path, args: &[String]) -> anyhow::Result<Child> {
+    let log = std::fs::File::create(dir.join(format!("{name}.log")))
+        .with_context(|| format!("creating {name}.log"))?;
+    let err = log.try_clone()?;
+    Command::new("setpriv")
+        .arg("--pdeathsig")
+        .arg("KILL")
+        .arg("--")
+        .arg(binary)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        .spawn()
+        .with_context(|| format!("starting {name} ({})", binary.display()))
+}
+
+impl ControlPlane {
+    /// Starts etcd, kube-apiserver and kube-controller-manager with their state under `dir`, and
+    /// waits until the API server is ready and the controllers have published the root CA.
+    ///
+    /// The processes die with the thread that calls this, so call it from a thread that lives as
+    /// long as the control plane should.
+    pub fn start(dir: &Path) -> anyhow::Result<Self> {
+        let started = Instant::now();
+        std::fs::create_dir_all(dir)?;
+        let dir = dir.canonicalize()?;
+        let pki = make_pki(&dir)?;
+        let mut cp = ControlPlane {
+            endpoints: Endpoints {
+                server: String::new(),
+                port: 0,
+                kubeconfig: dir.join("kubeconfig"),
+                ca_file: pki.ca.clone(),
+                dir: dir.clone(),
+            },
+            processes: Vec::new(),
+        };
+
+        let etcd_client = free_port()?;
+        let etcd_peer = free_port()?;
+        let etcd_url = format!("http://127.0.0.1:{etcd_client}");
+        let etcd = spawn(
+            &dir,
+            "etcd",
+            &testbin::path("etcd")?,
+            &[
+                format!("--data-dir={}", dir.join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}"),
+                format!("--initial-cluster=default=http://127.0.0.1:{etcd_peer}"),
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=warn".into(),
+            ],
+        )?;
+        cp.processes.push(("etcd", etcd));
+
+        let port = free_port()?;
+        let server = format!("https://127.0.0.1:{port}");
+        cp.endpoints.server.clone_from(&server);
+        cp.endpoints.port = port;
+        let apiserver = spawn(
+            &dir,
+            "kube-apiserver",
+            &testbin::path("kube-apiserver")?,
+            &[
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                format!("--secure-port={port}"),
+                format!("--cert-dir={}", dir.join("pki").display()),
+                format!("--tls-cert-file={}", pki.serving_cert.display()),
+                format!("--tls-private-key-file={}", pki.serving_key.display()),
+                format!("--client-ca-file={}", pki.ca.display()),
+                "--authorization-mode=RBAC".into(),
+                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                "--allow-privileged=true".into(),
+                format!("--service-account-issuer={server}"),
+                format!("--service-account-key-file={}", pki.sa_public.display()),
+                format!(
+                    "--service-account-signing-key-file={}",
+                    pki.sa_private.display()
+                ),
+                "--enable-priority-and-fairness=false".into(),
+                "--profiling=false".into(),
+                "--v=1".into(),
+            ],
+        )?;
+        cp.processes.push(("kube-apiserver", apiserver));
+
+        let kubeconfig = kubeconfig_yaml(
+            &server,
+            &std::fs::read_to_string(&pki.ca)?,
+            &pki.admin_cert_pem,
+            &pki.admin_key_pem,
+            "captf-testenv-admin",
+        );
+        write(&cp.endpoints.kubeconfig, &kubeconfig)?;
+
+        let kcm = spawn(
+            &dir,
+            "kube-controller-manager",
+            &testbin::path("kube-controller-manager")?,
+            &[
+                format!("--kubeconfig={}", cp.endpoints.kubeconfig.display()),
+                format!("--controllers={CONTROLLERS}"),
+                format!(
+                    "--service-account-private-key-file={}",
+                    pki.sa_private.display()
+                ),
+                format!("--root-ca-file={}", pki.ca.display()),
+                "--leader-elect=false".into(),
+                "--secure-port=0".into(),
+                "--v=1".into(),
+            ],
+        )?;
+        cp.processes.push(("kube-controller-manager", kcm));
+        cp.wait_ready(started)?;
+        tracing::info!(
+            server = %cp.endpoints.server,
+            seconds = started.elapsed().as_secs_f64(),
+            "control plane ready"
+        );
+        Ok(cp)
+    }
+
+    /// Files and endpoints of this control plane.
+    pub fn endpoints(&self) -> &Endpoints {
+        &self.endpoints
+    }
+
+    /// Fails with the tail of a process's log when it has exited.
+    fn check_alive(&mut self) -> anyhow::Result<()> {
+        for (name, child) in &mut self.processes {
+            if let Some(status) = child.try_wait()? {
+                let log = std::fs::read_to_string(self.endpoints.dir.join(format!("{name}.log")))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                bail!(
+                    "{name} exited ({status}); last log lines:\n{}",
+                    tail.join("\n")
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A kube client for this control plane, as the admin user.
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        client_for(&self.endpoints.kubeconfig).await
+    }
+
+    fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("building a tokio runtime")
+    }
+
+    /// Polls `ready` (which may fail transiently) until it returns true, a process dies or the
+    /// start timeout passes.
+    fn wait_until<F, Fut>(&mut self, started: Instant, what: &str, ready: F) -> anyhow::Result<()>
+    where
+        F: Fn(kube::Client) -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<bool>>,
+    {
+        let rt = Self::runtime()?;
+        let mut last_error = String::new();
+        loop {
+            self.check_alive()?;
+            let outcome = rt.block_on(async {
+                let client = self.client().await?;
+                ready(client).await
+            });
+            match outcome {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => last_error = format!("{e:#}"),
+            }
+            if started.elapsed() > START_TIMEOUT {
+                bail!(
+                    "timed out after {START_TIMEOUT:?} waiting for {what} (last error: {last_error}; logs in {})",
+                    self.endpoints.dir.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn wait_ready(&mut self, started: Instant) -> anyhow::Result<()> {
+        // The root CA publisher and the service-account controller have both run once the
+        // `default` namespace has its `kube-root-ca.crt` ConfigMap and `default` ServiceAccount;
+        // both need a ready API server with its RBAC bootstrapped.
+        self.wait_until(
+            started,
+            "the API server and controllers",
+            |client| async move {
+                use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+                let cms: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), "default");
+                let sas: kube::Api<ServiceAccount> = kube::Api::namespaced(client, "default");
+                Ok(cms.get_opt("kube-root-ca.crt").await?.is_some()
+                    && sas.get_opt("default").await?.is_some())
+            },
+        )
+    }
+
+    /// Applies every CRD in the YAML files of `dirs` (server-side) and waits until each is
+    /// established.
+    pub fn install_crds(&mut self, dirs: &[PathBuf]) -> anyhow::Result<()> {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        let mut crds: Vec<CustomResourceDefinition> = Vec::new();
+        for dir in dirs {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                .with_context(|| format!("reading {}", dir.display()))?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+                .collect();
+            files.sort();
+            for file in files {
+                let text = std::fs::read_to_string(&file)?;
+                let docs: Vec<CustomResourceDefinition> = serde_saphyr::from_multiple(&text)
+                    .with_context(|| format!("parsing {}", file.display()))?;
+                crds.extend(docs);
+            }
+        }
+        let names: Vec<String> = crds
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        let rt = Self::runtime()?;
+        rt.block_on(async {
+            let api: kube::Api<CustomResourceDefinition> = kube::Api::all(self.client().await?);
+            let params = kube::api::PatchParams::apply("captf-testenv").force();
+            for crd in &crds {
+                let name = crd.metadata.name.clone().unwrap_or_default();
+                api.patch(&name, &params, &kube::api::Patch::Apply(crd))
+                    .await
+                    .with_context(|| format!("installing CRD {name}"))?;
+            }
+            anyhow::Ok(())
+        })?;
+        let started = Instant::now();
+        self.wait_until(started, "CRDs to be established", move |client| {
+            let names = names.clone();
+            async move {
+                let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client);
+                for name in &names {
+                    let crd = api.get(name).await?;
+                    let established = crd
+                        .status
+                        .and_then(|s| s.conditions)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True");
+                    if !established {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+        })
+    }
+
+    /// Stops every process (SIGTERM, then SIGKILL after five seconds).
+    pub fn stop(&mut self) {
+        for (_, child) in self.processes.iter_mut().rev() {
+            if let Ok(pid) = i32::try_from(child.id()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.processes.clear();
+    }
+}
+
+/// A kube client from a kubeconfig file.
+pub async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let config =
+        kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+            .await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Builds the test binaries CAPTF's integration and end-to-end tests run, from source,
+# through the Go module proxy. See docs/src/development/test-binaries.md.
+#
+# Usage:
+#   hack/testbin.sh                 build every tool that is not cached yet
+#   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes)
+#   hack/testbin.sh --rebuild TOOL  delete TOOL's cached directory first, then build it
+#   hack/testbin.sh --print-env     print KEY=PATH lines (no build; paths may not exist yet)
+#   hack/testbin.sh --list          print "tool version dir" lines (no build)
+#
+# Layout (a Rust crate reads the same layout; keep the two in step):
+#   ${CAPTF_TESTBIN:-$HOME/.cache/captf/testbin}/<tool>-<version>/<binary>
+#     tofu-v1.12.6/tofu
+#     crane-v0.22.1/crane
+#     etcd-v3.6.16/etcd
+#     kubernetes-v1.36.3/kube-apiserver
+#     kubernetes-v1.36.3/kube-controller-manager
+#   <version> is the version of the tool's main module as pinned in
+#   hack/testbin/<tool>/go.mod (the single source of truth; bump it there + `go mod tidy`).
+#
+# --print-env variables (one per binary, plus the root):
+#   CAPTF_TESTBIN, CAPTF_TESTBIN_TOFU, CAPTF_TESTBIN_CRANE, CAPTF_TESTBIN_ETCD,
+#   CAPTF_TESTBIN_KUBE_APISERVER, CAPTF_TESTBIN_KUBE_CONTROLLER_MANAGER
+#
+# A tool is "cached" when all of its binaries exist in its directory: nothing is built.
+# Builds go to a temporary directory first and are moved into place at the end, so an
+# interrupted build never leaves a half-written directory that counts as cached.
+# GOMODCACHE and GOCACHE stay at Go's defaults (outside the clone). Builds run under
+# `nice -n 19` (the machine is shared) with CGO_ENABLED=0 (static binaries), -trimpath, GOWORK=off,
+# GOTOOLCHAIN=local and -mod=readonly (go.mod/go.sum are committed; nothing is re-resolved).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WRAPPERS="$ROOT/hack/testbin"
+TESTBIN="${CAPTF_TESTBIN:-$HOME/.cache/captf/testbin}"
+ALL_TOOLS=(tofu crane etcd kubernetes) # build order: fastest useful first
+
+# tool -> main module (its version names the directory)
+module_of() {
+  case "$1" in
+    tofu) echo github.com/opentofu/opentofu ;;
+    crane) echo github.com/google/go-containerregistry ;;
+    etcd) echo go.etcd.io/etcd/server/v3 ;;
+    kubernetes) echo k8s.io/kubernetes ;;
+    *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
+  esac
+}
+
+# tool -> "binary=package" pairs
+binaries_of() {
+  case "$1" in
+    tofu) echo "tofu=github.com/opentofu/opentofu/cmd/tofu" ;;
+    crane) echo "crane=github.com/google/go-containerregistry/cmd/crane" ;;
+    etcd) echo "etcd=go.etcd.io/etcd/server/v3" ;;
+    kubernetes) echo "kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver" \
+      "kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager" ;;
+  esac
+}
+
+# Pinned version of the tool's main module, read from the wrapper's go.mod (no Go needed).
+version_of() {
+  local mod
+  mod=$(module_of "$1")
+  awk -v m="$mod" '
+    $1 == "require" && $2 == m { print $3; exit }
+    $1 == m && $2 ~ /^v/ { print $2; exit }' "$WRAPPERS/$1/go.mod"
+}
+
+dir_of() { echo "$TESTBIN/$1-$(version_of "$1")"; }
+
+# Extra -ldflags per tool (on top of -s -w).
+ldflags_of() {
+  local tool=$1 version
+  version=$(version_of "$tool")
+  case "$tool" in
+    tofu)
+      # Without dev=no, `tofu version` reports "v1.12.6-dev".
+      echo "-X github.com/opentofu/opentofu/version.dev=no" ;;
+    kubernetes)
+      # Without these /version reports v0.0.0-master and Cluster API refuses to start.
+      local minor major date
+      major=${version#v}; major=${major%%.*}
+      minor=${version#v*.}; minor=${minor%%.*}
+      # Deterministic build date: the release's commit time as served by the proxy.
+      date=$(cd "$WRAPPERS/$tool" && GOTOOLCHAIN=local go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+      local pkg out=""
+      for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        out+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+        out+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+      done
+      echo "$out" ;;
+  esac
+}
+
+is_cached() {
+  local tool=$1 dir pair
+  dir=$(dir_of "$tool")
+  for pair in $(binaries_of "$tool"); do
+    [[ -x "$dir/${pair%%=*}" ]] || return 1
+  done
+}
+
+build() {
+  local tool=$1 dir tmp pair start
+  dir=$(dir_of "$tool")
+  if is_cached "$tool"; then
+    echo "testbin: $tool $(version_of "$tool") cached ($dir)"
+    return
+  fi
+  start=$SECONDS
+  mkdir -p "$TESTBIN"
+  tmp=$(mktemp -d "$TESTBIN/.$tool.XXXXXX")
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'" EXIT
+  local ldflags
+  ldflags="-s -w $(ldflags_of "$tool")"
+  for pair in $(binaries_of "$tool"); do
+    (
+      cd "$WRAPPERS/$tool"
+      CGO_ENABLED=0 GOTOOLCHAIN=local GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly -buildvcs=false" \
+        nice -n 19 go build -trimpath -ldflags "$ldflags" -o "$tmp/${pair%%=*}" "${pair#*=}"
+    )
+  done
+  rm -rf "$dir"
+  mv "$tmp" "$dir"
+  chmod 0755 "$dir"
+  trap - EXIT
+  echo "testbin: $tool $(version_of "$tool") built in $((SECONDS - start))s ($dir)"
+}
+
+env_name() { local b=${1^^}; echo "CAPTF_TESTBIN_${b//-/_}"; }
+
+print_env() {
+  local tool pair
+  echo "CAPTF_TESTBIN=$TESTBIN"
+  for tool in "${ALL_TOOLS[@]}"; do
+    for pair in $(binaries_of "$tool"); do
+      echo "$(env_name "${pair%%=*}")=$(dir_of "$tool")/${pair%%=*}"
+    done
+  done
+}
+
+main() {
+  local rebuild=0 tools=() tool
+  while (($#)); do
+    case "$1" in
+      --print-env) print_env; return ;;
+      --list) for tool in "${ALL_TOOLS[@]}"; do echo "$tool $(version_of "$tool") $(dir_of "$tool")"; done; return ;;
+      --rebuild) rebuild=1 ;;
+      -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; return ;;
+      -*) echo "testbin: unknown option $1" >&2; return 2 ;;
+      *) module_of "$1" >/dev/null; tools+=("$1") ;;
+    esac
+    shift
+  done
+  ((${#tools[@]})) || tools=("${ALL_TOOLS[@]}")
+  for tool in "${tools[@]}"; do
+    if ((rebuild)); then rm -rf "$(dir_of "$tool")"; fi
+    build "$tool"
+  done
+}
+
+main "$@"
