@@ -1,18 +1,10 @@
-//! The generated CRD schemas accept the book's objects and reject out-of-range and unknown-enum
-//! values. Checked with a JSON Schema validator here; CEL rules (`x-kubernetes-validations`) are
-//! checked by the real API server in the test environment's suite.
+//! The generated CRDs, installed into the test environment's real API server, accept the book's
+//! objects and reject out-of-range values, unknown enum values and CEL-rule violations. Every case
+//! is a server-side dry-run create, so the API server's own validation decides.
 
 use api::crd;
+use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
-
-fn schema(kind: &str) -> Value {
-    let crd = crd::all()
-        .into_iter()
-        .find(|c| c.spec.names.kind == kind)
-        .unwrap_or_else(|| panic!("no CRD for {kind}"));
-    serde_json::to_value(crd::schema_of(&crd).expect("CRD has a schema"))
-        .expect("schema serializes")
-}
 
 fn fixture(name: &str) -> Value {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -20,8 +12,48 @@ fn fixture(name: &str) -> Value {
         .expect("fixture parses")
 }
 
-fn is_valid(kind: &str, object: &Value) -> bool {
-    let validator = jsonschema::validator_for(&schema(kind)).expect("schema compiles");
+/// Asks the real API server (dry run) whether it accepts `object`; returns its refusal message.
+async fn admit(kind: &str, object: &Value) -> Result<(), String> {
+    let env = testenv::TestEnv::shared().expect("test environment starts");
+    let client = env.client().await.expect("client");
+    let gvk = GroupVersionKind::gvk(api::GROUP, api::VERSION, kind);
+    let (resource, _) = kube::discovery::pinned_kind(&client, &gvk)
+        .await
+        .expect("kind is served");
+    let mut object: DynamicObject = serde_json::from_value(object.clone()).expect("object parses");
+    // Status is a subresource: drop it so the create validates the spec (status is validated
+    // separately below through the status subresource's schema, which is the same schema).
+    object.data.as_object_mut().map(|o| o.remove("status"));
+    let api: Api<DynamicObject> = if kind == "TerraformClusterIdentity" {
+        Api::all_with(client, &resource)
+    } else {
+        object.metadata.namespace = Some("default".into());
+        Api::namespaced_with(client, "default", &resource)
+    };
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    api.create(&params, &object)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+async fn is_valid(kind: &str, object: &Value) -> bool {
+    admit(kind, object).await.is_ok()
+}
+
+/// The status schema, checked with a JSON Schema validator: the API server validates status only
+/// through the status subresource, which a dry-run create cannot reach.
+fn status_is_valid(kind: &str, object: &Value) -> bool {
+    let crd = crd::all()
+        .into_iter()
+        .find(|c| c.spec.names.kind == kind)
+        .unwrap_or_else(|| panic!("no CRD for {kind}"));
+    let schema = serde_json::to_value(crd::schema_of(&crd).expect("CRD has a schema"))
+        .expect("schema serializes");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
     validator.is_valid(object)
 }
 
@@ -44,191 +76,239 @@ fn with(mut object: Value, pointer: &str, value: Value) -> Value {
     object
 }
 
-#[test]
-fn full_examples_of_every_kind_are_valid() {
-    for (kind, file) in [
-        ("TerraformCluster", "terraformcluster-full.json"),
-        (
-            "TerraformClusterTemplate",
-            "terraformclustertemplate-full.json",
-        ),
-        ("TerraformMachine", "terraformmachine-full.json"),
-        (
-            "TerraformMachineTemplate",
-            "terraformmachinetemplate-full.json",
-        ),
-        ("TerraformMachinePool", "terraformmachinepool-full.json"),
-        (
-            "TerraformMachinePoolTemplate",
-            "terraformmachinepooltemplate-full.json",
-        ),
-        (
-            "TerraformClusterIdentity",
-            "terraformclusteridentity-full.json",
-        ),
-    ] {
-        assert!(is_valid(kind, &fixture(file)), "{file} should be valid");
+/// Whether the object with `value` at `pointer` is accepted: spec paths by the real API server,
+/// status paths by the status schema.
+async fn accepts(kind: &str, object: &Value, pointer: &str) -> bool {
+    if pointer.starts_with("/status") {
+        status_is_valid(kind, object)
+    } else {
+        is_valid(kind, object).await
     }
 }
 
-#[test]
-fn source_image_is_required() {
-    let tc = fixture("terraformcluster-full.json");
-    let mut no_image = tc.clone();
+/// Asserts that each `(pointer, value)` change to the fixture is refused.
+async fn assert_rejected(kind: &str, file: &str, cases: &[(&str, Value)]) {
+    let base = fixture(file);
+    for (pointer, value) in cases {
+        let object = with(base.clone(), pointer, value.clone());
+        assert!(
+            !accepts(kind, &object, pointer).await,
+            "{kind}: {pointer} = {value} should be rejected"
+        );
+    }
+}
+
+const KINDS: [(&str, &str); 7] = [
+    ("TerraformCluster", "terraformcluster-full.json"),
+    (
+        "TerraformClusterTemplate",
+        "terraformclustertemplate-full.json",
+    ),
+    ("TerraformMachine", "terraformmachine-full.json"),
+    (
+        "TerraformMachineTemplate",
+        "terraformmachinetemplate-full.json",
+    ),
+    ("TerraformMachinePool", "terraformmachinepool-full.json"),
+    (
+        "TerraformMachinePoolTemplate",
+        "terraformmachinepooltemplate-full.json",
+    ),
+    (
+        "TerraformClusterIdentity",
+        "terraformclusteridentity-full.json",
+    ),
+];
+
+#[tokio::test]
+async fn full_examples_of_every_kind_are_accepted() {
+    for (kind, file) in KINDS {
+        let object = fixture(file);
+        if let Err(e) = admit(kind, &object).await {
+            panic!("{file} should be accepted: {e}");
+        }
+        assert!(
+            status_is_valid(kind, &object),
+            "{file}: status should be valid"
+        );
+    }
+}
+
+#[tokio::test]
+async fn source_image_is_required() {
+    let mut no_image = fixture("terraformcluster-full.json");
     no_image["spec"]["source"]
         .as_object_mut()
         .expect("source")
         .remove("image");
-    assert!(!is_valid("TerraformCluster", &no_image));
+    let err = admit("TerraformCluster", &no_image)
+        .await
+        .expect_err("refused");
+    assert!(err.contains("spec.source.image"), "{err}");
 }
 
-#[test]
-fn out_of_range_values_are_rejected() {
-    let tc = fixture("terraformcluster-full.json");
-    let cases = [
-        ("/spec/jobs/activeDeadlineSeconds", json!(86401)),
-        ("/spec/jobs/activeDeadlineSeconds", json!(0)),
-        ("/spec/jobs/lockTimeoutSeconds", json!(3601)),
-        ("/spec/jobs/successfulJobsHistoryLimit", json!(101)),
-        ("/spec/jobs/failedJobsHistoryLimit", json!(-1)),
-        ("/spec/controlPlaneEndpoint/port", json!(70000)),
-        ("/spec/source/image", json!("")),
-        ("/spec/source/image", json!("x".repeat(513))),
-        ("/spec/drift/intervalSeconds", json!(-5)),
-        ("/spec/variablesFrom", json!([])),
-        ("/spec/variables", json!({})),
-        ("/status/pendingRefreshes", json!(0)),
-        (
-            "/status/stateBackups",
-            json!(
-                (0..17)
-                    .map(
-                        |i| json!({"serial": i + 1, "takenAt": "2026-11-30T00:00:00Z", "bytes": 1})
-                    )
-                    .collect::<Vec<_>>()
-            ),
-        ),
-        ("/status/lastRun/error/summary", json!("x".repeat(513))),
-        (
-            "/status/lastRun/drift/resources",
-            json!((0..21).map(|i| format!("r{i}")).collect::<Vec<_>>()),
-        ),
-        (
-            "/status/plan/resources",
-            json!(
-                (0..51)
-                    .map(|i| format!("r{i} (create)"))
-                    .collect::<Vec<_>>()
-            ),
-        ),
-    ];
-    for (pointer, value) in cases {
-        let object = with(tc.clone(), pointer, value.clone());
-        assert!(
-            !is_valid("TerraformCluster", &object),
-            "{pointer} = {value} should be rejected"
-        );
-    }
-}
-
-#[test]
-fn too_many_inline_variables_are_rejected() {
-    let tc = fixture("terraformcluster-full.json");
+#[tokio::test]
+async fn out_of_range_values_are_rejected() {
+    let backups: Vec<Value> = (0..17)
+        .map(|i| json!({"serial": i + 1, "takenAt": "2026-11-30T00:00:00Z", "bytes": 1}))
+        .collect();
+    let drift: Vec<String> = (0..21).map(|i| format!("r{i}")).collect();
+    let plan: Vec<String> = (0..51).map(|i| format!("r{i} (create)")).collect();
     let many: serde_json::Map<String, Value> =
         (0..257).map(|i| (format!("v{i}"), json!(i))).collect();
-    assert!(!is_valid(
+    assert_rejected(
         "TerraformCluster",
-        &with(tc, "/spec/variables", Value::Object(many))
-    ));
+        "terraformcluster-full.json",
+        &[
+            ("/spec/jobs/activeDeadlineSeconds", json!(86401)),
+            ("/spec/jobs/activeDeadlineSeconds", json!(0)),
+            ("/spec/jobs/lockTimeoutSeconds", json!(3601)),
+            ("/spec/jobs/successfulJobsHistoryLimit", json!(101)),
+            ("/spec/jobs/failedJobsHistoryLimit", json!(-1)),
+            ("/spec/controlPlaneEndpoint/port", json!(70000)),
+            ("/spec/source/image", json!("")),
+            ("/spec/source/image", json!("x".repeat(513))),
+            ("/spec/drift/intervalSeconds", json!(-5)),
+            ("/spec/variablesFrom", json!([])),
+            ("/spec/variables", json!({})),
+            ("/spec/variables", Value::Object(many)),
+            ("/status/pendingRefreshes", json!(0)),
+            ("/status/stateBackups", json!(backups)),
+            ("/status/lastRun/error/summary", json!("x".repeat(513))),
+            ("/status/lastRun/drift/resources", json!(drift)),
+            ("/status/plan/resources", json!(plan)),
+        ],
+    )
+    .await;
 }
 
-#[test]
-fn unknown_enum_values_are_rejected() {
-    let tc = fixture("terraformcluster-full.json");
-    for (pointer, value) in [
-        ("/spec/applyPolicy", "Sometimes"),
-        ("/spec/drift/action", "Ignore"),
-        ("/spec/source/imagePullPolicy", "Maybe"),
-        ("/spec/variablesFrom/1/format", "YAML"),
-        ("/status/lastRun/operation", "import"),
-        ("/status/lastRun/error/kind", "crash"),
-        ("/status/activeJob/operation", "Apply"),
-    ] {
-        let object = with(tc.clone(), pointer, json!(value));
-        assert!(
-            !is_valid("TerraformCluster", &object),
-            "{pointer} = {value} should be rejected"
-        );
-    }
-    let tmt = fixture("terraformmachinetemplate-full.json");
-    assert!(!is_valid(
+#[tokio::test]
+async fn unknown_enum_values_are_rejected() {
+    assert_rejected(
+        "TerraformCluster",
+        "terraformcluster-full.json",
+        &[
+            ("/spec/applyPolicy", json!("Sometimes")),
+            ("/spec/drift/action", json!("Ignore")),
+            ("/spec/source/imagePullPolicy", json!("Maybe")),
+            ("/spec/variablesFrom/1/format", json!("YAML")),
+            ("/status/lastRun/operation", json!("import")),
+            ("/status/lastRun/error/kind", json!("crash")),
+            ("/status/activeJob/operation", json!("Apply")),
+        ],
+    )
+    .await;
+    assert_rejected(
         "TerraformMachineTemplate",
-        &with(tmt, "/status/nodeInfo/architecture", json!("x86"))
-    ));
-    let tmp = fixture("terraformmachinepool-full.json");
-    assert!(!is_valid(
+        "terraformmachinetemplate-full.json",
+        &[("/status/nodeInfo/architecture", json!("x86"))],
+    )
+    .await;
+    assert_rejected(
         "TerraformMachinePool",
-        &with(tmp, "/status/instances/0/state", json!("broken"))
-    ));
+        "terraformmachinepool-full.json",
+        &[("/status/instances/0/state", json!("broken"))],
+    )
+    .await;
 }
 
-#[test]
-fn machine_bounds_are_enforced() {
-    let tm = fixture("terraformmachine-full.json");
-    for (pointer, value) in [
-        ("/spec/remediation/unhealthyThreshold", json!(0)),
-        ("/spec/remediation/unhealthyThreshold", json!(101)),
-        ("/spec/remediation/healthCheckIntervalSeconds", json!(59)),
-        ("/spec/remediation/healthCheckIntervalSeconds", json!(86401)),
-        ("/spec/providerID", json!("")),
-        ("/status/addresses/0/type", json!("PublicIP")),
-        ("/status/unhealthySamples", json!(0)),
-    ] {
-        let object = with(tm.clone(), pointer, value.clone());
-        assert!(
-            !is_valid("TerraformMachine", &object),
-            "{pointer} = {value} should be rejected"
-        );
-    }
+#[tokio::test]
+async fn cel_rules_are_enforced_by_the_api_server() {
+    let mut no_identity = fixture("terraformcluster-full.json");
+    no_identity["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("identityRef");
+    let err = admit("TerraformCluster", &no_identity)
+        .await
+        .expect_err("refused");
+    assert!(err.contains("spec.identityRef is required"), "{err}");
+
+    let lock = with(
+        fixture("terraformcluster-full.json"),
+        "/spec/jobs/lockTimeoutSeconds",
+        json!(7200),
+    );
+    let err = admit("TerraformCluster", &lock).await.expect_err("refused");
+    assert!(
+        err.contains("lockTimeoutSeconds must be less than activeDeadlineSeconds"),
+        "{err}"
+    );
+
+    let both = with(
+        fixture("terraformcluster-full.json"),
+        "/spec/variablesFrom/0",
+        json!({"configMapRef": {"name": "a"}, "secretRef": {"name": "b"}}),
+    );
+    let err = admit("TerraformCluster", &both).await.expect_err("refused");
+    assert!(
+        err.contains("exactly one of configMapRef or secretRef"),
+        "{err}"
+    );
+
+    let empty = with(
+        fixture("terraformclusteridentity-full.json"),
+        "/spec/allowedNamespaces",
+        json!({}),
+    );
+    let err = admit("TerraformClusterIdentity", &empty)
+        .await
+        .expect_err("refused");
+    assert!(
+        err.contains("allowedNamespaces must set list or selector"),
+        "{err}"
+    );
 }
 
-#[test]
-fn pool_bounds_are_enforced() {
-    let tmp = fixture("terraformmachinepool-full.json");
-    for (pointer, value) in [
-        ("/spec/drift/intervalSeconds", json!(0)),
-        ("/spec/membershipRefreshIntervalSeconds", json!(14)),
-        ("/spec/membershipRefreshIntervalSeconds", json!(86401)),
-        ("/spec/providerIDList", json!([""])),
-        ("/status/replicas", json!(-1)),
-        ("/status/instances", json!([])),
-    ] {
-        let object = with(tmp.clone(), pointer, value.clone());
-        assert!(
-            !is_valid("TerraformMachinePool", &object),
-            "{pointer} = {value} should be rejected"
-        );
-    }
+#[tokio::test]
+async fn machine_bounds_are_enforced() {
+    assert_rejected(
+        "TerraformMachine",
+        "terraformmachine-full.json",
+        &[
+            ("/spec/remediation/unhealthyThreshold", json!(0)),
+            ("/spec/remediation/unhealthyThreshold", json!(101)),
+            ("/spec/remediation/healthCheckIntervalSeconds", json!(59)),
+            ("/spec/remediation/healthCheckIntervalSeconds", json!(86401)),
+            ("/spec/providerID", json!("")),
+            ("/status/addresses/0/type", json!("PublicIP")),
+            ("/status/unhealthySamples", json!(0)),
+        ],
+    )
+    .await;
 }
 
-#[test]
-fn identity_bounds_are_enforced() {
-    let tci = fixture("terraformclusteridentity-full.json");
-    for (pointer, value) in [
-        ("/spec/secretRef/namespace", json!("Not_A_Label")),
-        ("/spec/secretRef/name", json!("")),
-        ("/spec/allowedNamespaces/list", json!([])),
-        (
-            "/spec/allowedNamespaces/list",
-            json!((0..101).map(|i| format!("ns{i}")).collect::<Vec<_>>()),
-        ),
-    ] {
-        let object = with(tci.clone(), pointer, value.clone());
-        assert!(
-            !is_valid("TerraformClusterIdentity", &object),
-            "{pointer} = {value} should be rejected"
-        );
-    }
+#[tokio::test]
+async fn pool_bounds_are_enforced() {
+    assert_rejected(
+        "TerraformMachinePool",
+        "terraformmachinepool-full.json",
+        &[
+            ("/spec/drift/intervalSeconds", json!(0)),
+            ("/spec/membershipRefreshIntervalSeconds", json!(14)),
+            ("/spec/membershipRefreshIntervalSeconds", json!(86401)),
+            ("/spec/providerIDList", json!([""])),
+            ("/status/replicas", json!(-1)),
+            ("/status/instances", json!([])),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn identity_bounds_are_enforced() {
+    let too_many: Vec<String> = (0..101).map(|i| format!("ns{i}")).collect();
+    assert_rejected(
+        "TerraformClusterIdentity",
+        "terraformclusteridentity-full.json",
+        &[
+            ("/spec/secretRef/namespace", json!("Not_A_Label")),
+            ("/spec/secretRef/name", json!("")),
+            ("/spec/allowedNamespaces/list", json!([])),
+            ("/spec/allowedNamespaces/list", json!(too_many)),
+        ],
+    )
+    .await;
 }
 
 #[test]
