@@ -169,6 +169,17 @@ pub mod labels {
 
 /// Finalizers; TerraformClusterIdentity has none.
 pub mod finalizers {
+    use contract::names::ObjectKind;
+
+    /// The finalizer a workload kind holds.
+    pub fn of(kind: ObjectKind) -> &'static str {
+        match kind {
+            ObjectKind::Cluster => TERRAFORM_CLUSTER,
+            ObjectKind::Machine => TERRAFORM_MACHINE,
+            ObjectKind::MachinePool => TERRAFORM_MACHINE_POOL,
+        }
+    }
+
     /// Held on a TerraformCluster until its Terraform-managed resources are destroyed.
     pub const TERRAFORM_CLUSTER: &str = "terraformcluster.infrastructure.cluster.x-k8s.io";
     /// Held on a TerraformMachine until its Terraform-managed resources are destroyed.
@@ -451,13 +462,4 @@ pub mod lease_kinds {
 }
 
 /// The fixed keys of the `captf_tags` module input.
-pub mod tags {
-    pub const CLUSTER: &str = "captf.io/cluster";
-    pub const NAMESPACE: &str = "captf.io/namespace";
-    pub const KIND: &str = "captf.io/kind";
-    pub const NAME: &str = "captf.io/name";
-    pub const MANAGED_BY: &str = "captf.io/managed-by";
-    /// The value of [`MANAGED_BY`].
-    pub const MANAGED_BY_VALUE: &str = "captf";
-    pub const TEMPLATE: &str = "captf.io/template";
-}
+pub use contract::inputs::tag_keys as tags;

@@ -13,6 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::schema;
 
+pub use contract::health::HealthState;
+pub use contract::names::{ObjectKind as WorkloadKind, Operation};
+pub use contract::variables::VariablesFormat;
+
 /// Default `jobs.activeDeadlineSeconds`: one hour.
 pub const DEFAULT_ACTIVE_DEADLINE_SECONDS: i64 = 3600;
 /// Largest `jobs.activeDeadlineSeconds`: one day.
@@ -337,18 +341,6 @@ impl MachineRemediation {
     }
 }
 
-/// How the values of one `variablesFrom` source are read: `String` (the default) passes each
-/// value as a string, `JSON` parses it.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
-pub enum VariablesFormat {
-    /// Every value is passed as a string.
-    #[default]
-    String,
-    /// Every value is parsed as JSON (numbers, booleans, lists, objects).
-    #[serde(rename = "JSON")]
-    Json,
-}
-
 /// A ConfigMap or Secret in the object's namespace whose keys become module variables. It must
 /// carry the label `captf.io/variables=true`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -418,68 +410,6 @@ impl ApiEndpoint {
     }
 }
 
-/// An operation a Job runs.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Operation {
-    /// Create or update the infrastructure.
-    Apply,
-    /// Destroy the infrastructure.
-    Destroy,
-    /// Refresh, then plan to find drift.
-    Drift,
-    /// Refresh state and outputs from reality (`apply -refresh-only`).
-    Refresh,
-    /// Push a state backup back into the backend.
-    Restore,
-    /// Plan for review, apply nothing (TerraformCluster under `applyPolicy: Manual`).
-    Plan,
-}
-
-impl Operation {
-    /// Every operation.
-    pub const ALL: [Operation; 6] = [
-        Operation::Apply,
-        Operation::Destroy,
-        Operation::Drift,
-        Operation::Refresh,
-        Operation::Restore,
-        Operation::Plan,
-    ];
-
-    /// The name used in Job names, labels, runner flags and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Apply => "apply",
-            Operation::Destroy => "destroy",
-            Operation::Drift => "drift",
-            Operation::Refresh => "refresh",
-            Operation::Restore => "restore",
-            Operation::Plan => "plan",
-        }
-    }
-}
-
-impl std::fmt::Display for Operation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Operation {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Operation::ALL
-            .into_iter()
-            .find(|op| op.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown operation {s:?}: expected apply, destroy, drift, refresh, restore or plan")
-            })
-    }
-}
-
 /// How a run ended when it did not succeed.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub enum RunErrorKind {
@@ -513,24 +443,6 @@ impl RunErrorKind {
     }
 }
 
-/// The state of an instance or group, as a module's `health` output reports it.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum HealthState {
-    /// Being created or starting.
-    Pending,
-    /// Up.
-    Running,
-    /// Up but impaired.
-    Degraded,
-    /// Stopped.
-    Stopped,
-    /// Gone.
-    Terminated,
-    /// The module cannot tell.
-    Unknown,
-}
-
 /// A CPU architecture, for Cluster Autoscaler scale-from-zero.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -543,51 +455,4 @@ pub enum Architecture {
     S390x,
     /// 64-bit POWER, little endian.
     Ppc64le,
-}
-
-/// Which Kubernetes kinds a workload object's code refers to by a short code.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WorkloadKind {
-    /// TerraformCluster (`c`), module role `cluster`.
-    Cluster,
-    /// TerraformMachine (`m`), module role `machine`.
-    Machine,
-    /// TerraformMachinePool (`mp`), module role `machinepool`.
-    MachinePool,
-}
-
-impl WorkloadKind {
-    /// The Kubernetes kind.
-    pub fn kind(self) -> &'static str {
-        match self {
-            WorkloadKind::Cluster => "TerraformCluster",
-            WorkloadKind::Machine => "TerraformMachine",
-            WorkloadKind::MachinePool => "TerraformMachinePool",
-        }
-    }
-    /// The short code used in Secret, Job and state suffix names.
-    pub fn short(self) -> &'static str {
-        match self {
-            WorkloadKind::Cluster => "c",
-            WorkloadKind::Machine => "m",
-            WorkloadKind::MachinePool => "mp",
-        }
-    }
-    /// The module role this kind runs.
-    pub fn role(self) -> &'static str {
-        match self {
-            WorkloadKind::Cluster => "cluster",
-            WorkloadKind::Machine => "machine",
-            WorkloadKind::MachinePool => "machinepool",
-        }
-    }
-    /// The finalizer this kind holds.
-    pub fn finalizer(self) -> &'static str {
-        use crate::constants::finalizers;
-        match self {
-            WorkloadKind::Cluster => finalizers::TERRAFORM_CLUSTER,
-            WorkloadKind::Machine => finalizers::TERRAFORM_MACHINE,
-            WorkloadKind::MachinePool => finalizers::TERRAFORM_MACHINE_POOL,
-        }
-    }
 }

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::schema;
 use crate::shared::{HealthState, Operation, RunErrorKind};
 
+pub use contract::outputs::AddressType as MachineAddressType;
+
 /// Status every workload kind reports.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -278,27 +280,6 @@ pub struct MachineAddress {
     /// The address.
     #[schemars(length(min = 1, max = 256))]
     pub address: String,
-}
-
-/// The type of a machine address, in the canonical order CAPTF sorts addresses by.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema,
-)]
-pub enum MachineAddressType {
-    /// An address reachable inside the cluster's network.
-    #[serde(rename = "InternalIP")]
-    InternalIp,
-    /// A DNS name resolving inside the cluster's network.
-    #[serde(rename = "InternalDNS")]
-    InternalDns,
-    /// An address reachable from outside.
-    #[serde(rename = "ExternalIP")]
-    ExternalIp,
-    /// A DNS name resolving from outside.
-    #[serde(rename = "ExternalDNS")]
-    ExternalDns,
-    /// The machine's hostname.
-    Hostname,
 }
 
 /// One member instance of a TerraformMachinePool, as the module's `instances` output reports it.

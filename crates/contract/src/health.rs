@@ -35,8 +35,13 @@ impl fmt::Display for ConditionStatus {
     }
 }
 
-/// The closed `health.state` enum (also `status.instances[].state` of a pool).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The state of an instance or group as a module's `health` output reports it: `pending`,
+/// `running`, `degraded`, `stopped`, `terminated` or `unknown`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
 pub enum HealthState {
     /// Provisioning is still in progress.
     Pending,

@@ -59,8 +59,12 @@ impl fmt::Display for ObjectKind {
     }
 }
 
-/// The operation a Job runs (the `Operation` enum of `status.activeJob`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// An operation a Job runs: `apply`, `destroy`, `drift`, `refresh`, `restore` or `plan`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
 pub enum Operation {
     /// Apply the rendered inputs.
     Apply,

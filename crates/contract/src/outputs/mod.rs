@@ -325,16 +325,24 @@ pub struct Decoded<T> {
     pub verdict: OutputsVerdict,
 }
 
-/// Cluster API's `MachineAddressType`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The type of a machine address (Cluster API's `MachineAddressType`), in the canonical order
+/// CAPTF sorts addresses by: `InternalIP`, `InternalDNS`, `ExternalIP`, `ExternalDNS`, `Hostname`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub enum AddressType {
     /// `InternalIP` (sorts first).
+    #[serde(rename = "InternalIP")]
     InternalIp,
     /// `InternalDNS`.
+    #[serde(rename = "InternalDNS")]
     InternalDns,
     /// `ExternalIP`.
+    #[serde(rename = "ExternalIP")]
     ExternalIp,
     /// `ExternalDNS`.
+    #[serde(rename = "ExternalDNS")]
     ExternalDns,
     /// `Hostname` (sorts last).
     Hostname,
