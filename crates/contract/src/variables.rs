@@ -92,7 +92,9 @@ pub fn is_reserved_variable_name(kind: ObjectKind, name: &str) -> bool {
 
 /// How the values of one `variablesFrom` source are read: `String` (the default) passes each
 /// value as a string, `JSON` parses it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub enum VariablesFormat {
     /// Each value is a string (the default).
