@@ -1,29 +1,116 @@
-//! The CAPTF validating admission webhook for the seven Terraform* kinds.
-//!
-//! Only `version` exists so far; the commands of this binary land with their own issue.
+//! `webhook`: CAPTF's validating admission webhook for the seven Terraform* kinds, in its own
+//! Deployment. See the library for what it validates and `docs/src/webhook.md` for deployment.
 
-use clap::{Parser, Subcommand};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "webhook",
-    version,
-    about = "The CAPTF validating admission webhook for the seven Terraform* kinds"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
+use anyhow::Context as _;
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+use webhook::cli::{Cli, Command, LogFormat, ServeArgs};
+use webhook::lookups::KubeLookups;
+use webhook::metrics::Metrics;
+use webhook::server::{self, DiagnosticsAuth, Listeners, Settings};
 
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Print the version and exit.
-    Version,
-}
-
-fn main() {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Version => println!("webhook {}", env!("CARGO_PKG_VERSION")),
+    if let Some(Command::Version) = cli.command {
+        println!("webhook {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    // One TLS crypto provider for the whole process (kube's client and our servers): ring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    init_logging(&cli.serve);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.serve)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "the webhook stopped");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(args: &ServeArgs) {
+    let level = match args.verbosity {
+        0..=3 => "info",
+        4..=5 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.logging_format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let client = client(&args)
+        .await
+        .context("building the Kubernetes client")?;
+    let listeners = Listeners::bind(
+        SocketAddr::from((Ipv4Addr::UNSPECIFIED, args.webhook_port)),
+        args.health_addr,
+        args.diagnostics_address,
+    )?;
+    let auth = if args.insecure_diagnostics {
+        DiagnosticsAuth::Open
+    } else {
+        DiagnosticsAuth::Kubernetes(client.clone())
+    };
+    tracing::info!(
+        port = args.webhook_port,
+        cert = %args.cert_path().display(),
+        "starting the admission webhook"
+    );
+    server::serve(
+        listeners,
+        Settings::from_args(&args),
+        KubeLookups::new(client),
+        auth,
+        Metrics::new(),
+        shutdown_signal(),
+    )
+    .await
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGTERM; only Ctrl-C stops the webhook");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
     }
 }

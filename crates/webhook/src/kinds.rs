@@ -1,0 +1,496 @@
+//! The `Validate` dispatch: one implementation per kind, composing the pure [`crate::rules`] for
+//! CREATE, UPDATE and DELETE, with I/O only through [`Lookups`] (spec: The Kinds for what each
+//! kind allows to change; Security Model and Identities and Credentials for what needs the API
+//! server).
+
+use std::future::Future;
+
+use api::cluster::{TerraformClusterSpec, TerraformClusterTemplate};
+use api::identity::TerraformClusterIdentity;
+use api::machine::{TerraformMachineSpec, TerraformMachineTemplate};
+use api::machinepool::{TerraformMachinePoolSpec, TerraformMachinePoolTemplate};
+use api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
+use contract::names::ObjectKind;
+use k8s_openapi::api::authentication::v1::UserInfo;
+use kube::ResourceExt;
+use serde::de::DeserializeOwned;
+
+use crate::lookups::{LookupError, Lookups};
+use crate::rules::{
+    Rule, Violation, changed, drift, identity, immutability, jobs, machine_delete, workspace,
+};
+
+/// The seven kinds, each served on its own path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// TerraformCluster.
+    Cluster,
+    /// TerraformClusterTemplate.
+    ClusterTemplate,
+    /// TerraformMachine.
+    Machine,
+    /// TerraformMachineTemplate.
+    MachineTemplate,
+    /// TerraformMachinePool.
+    MachinePool,
+    /// TerraformMachinePoolTemplate.
+    MachinePoolTemplate,
+    /// TerraformClusterIdentity.
+    ClusterIdentity,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 7] = [
+        Kind::Cluster,
+        Kind::ClusterTemplate,
+        Kind::Machine,
+        Kind::MachineTemplate,
+        Kind::MachinePool,
+        Kind::MachinePoolTemplate,
+        Kind::ClusterIdentity,
+    ];
+
+    /// The Kubernetes kind.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Cluster => "TerraformCluster",
+            Kind::ClusterTemplate => "TerraformClusterTemplate",
+            Kind::Machine => "TerraformMachine",
+            Kind::MachineTemplate => "TerraformMachineTemplate",
+            Kind::MachinePool => "TerraformMachinePool",
+            Kind::MachinePoolTemplate => "TerraformMachinePoolTemplate",
+            Kind::ClusterIdentity => "TerraformClusterIdentity",
+        }
+    }
+
+    /// The resource (plural) name.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Cluster => "terraformclusters",
+            Kind::ClusterTemplate => "terraformclustertemplates",
+            Kind::Machine => "terraformmachines",
+            Kind::MachineTemplate => "terraformmachinetemplates",
+            Kind::MachinePool => "terraformmachinepools",
+            Kind::MachinePoolTemplate => "terraformmachinepooltemplates",
+            Kind::ClusterIdentity => "terraformclusteridentities",
+        }
+    }
+
+    /// The validating path, `/validate-<group with dashes>-<version>-<lowercase kind>`.
+    pub fn path(self) -> String {
+        format!(
+            "/validate-{}-{}-{}",
+            api::GROUP.replace('.', "-"),
+            api::VERSION,
+            self.name().to_ascii_lowercase()
+        )
+    }
+
+    /// Whether DELETE is validated for this kind (TerraformClusterIdentity and TerraformMachine).
+    pub fn validates_delete(self) -> bool {
+        matches!(self, Kind::ClusterIdentity | Kind::Machine)
+    }
+}
+
+/// What the admission request is about.
+#[derive(Debug)]
+pub enum Change<'a, T> {
+    /// A new object.
+    Create(&'a T),
+    /// A changed object and the stored one.
+    Update {
+        /// The object as it would be stored.
+        new: &'a T,
+        /// The object as stored now.
+        old: &'a T,
+    },
+    /// The object being deleted.
+    Delete(&'a T),
+}
+
+/// The request attributes a rule may read.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestInfo<'a> {
+    /// Who is asking.
+    pub user: &'a UserInfo,
+    /// Whether the request is a dry run.
+    pub dry_run: bool,
+}
+
+/// One kind's admission rules.
+pub trait Validate: ResourceExt + DeserializeOwned + Send + Sync + 'static {
+    /// The kind.
+    const KIND: Kind;
+
+    /// Every violation of `change`; empty when it is allowed.
+    fn validate<L: Lookups>(
+        change: Change<'_, Self>,
+        req: RequestInfo<'_>,
+        lookups: &L,
+    ) -> impl Future<Output = Vec<Violation>> + Send;
+}
+
+/// A lookup failure as a refusal: the webhook fails closed.
+fn lookup_failed(what: &str, e: &LookupError) -> Violation {
+    Violation::new(
+        Rule::Lookup,
+        format!("could not check {what}: {e}; try again"),
+    )
+}
+
+fn split<'a, T>(change: &Change<'a, T>) -> Option<(&'a T, Option<&'a T>)> {
+    match *change {
+        Change::Create(new) => Some((new, None)),
+        Change::Update { new, old } => Some((new, Some(old))),
+        Change::Delete(_) => None,
+    }
+}
+
+/// The checks of a TerraformCluster spec at `prefix` (`spec` or `spec.template.spec`).
+fn check_cluster_spec(
+    prefix: &str,
+    new: &TerraformClusterSpec,
+    old: Option<&TerraformClusterSpec>,
+    out: &mut Vec<Violation>,
+) {
+    workspace::check_workspace(
+        prefix,
+        ObjectKind::Cluster,
+        &new.workspace,
+        old.map(|o| &o.workspace),
+        out,
+    );
+    let new_drift = new.drift.as_ref().and_then(|d| d.interval_seconds);
+    if changed(
+        &new_drift,
+        old.map(|o| o.drift.as_ref().and_then(|d| d.interval_seconds))
+            .as_ref(),
+    ) {
+        drift::check_interval(&format!("{prefix}.drift.intervalSeconds"), new_drift, out);
+    }
+    let defaults = new.defaults.as_ref();
+    let old_defaults = old.map(|o| o.defaults.as_ref());
+    let new_jobs = defaults.and_then(|d| d.jobs.as_ref());
+    if let Some(policy) = new_jobs
+        && changed(
+            &new_jobs,
+            old_defaults
+                .map(|d| d.and_then(|d| d.jobs.as_ref()))
+                .as_ref(),
+        )
+    {
+        jobs::check_job_policy(&format!("{prefix}.defaults.jobs"), policy, out);
+    }
+    let new_default_drift = defaults
+        .and_then(|d| d.drift.as_ref())
+        .and_then(|d| d.interval_seconds);
+    let old_default_drift = old_defaults.map(|d| {
+        d.and_then(|d| d.drift.as_ref())
+            .and_then(|d| d.interval_seconds)
+    });
+    if changed(&new_default_drift, old_default_drift.as_ref()) {
+        drift::check_interval(
+            &format!("{prefix}.defaults.drift.intervalSeconds"),
+            new_default_drift,
+            out,
+        );
+    }
+}
+
+/// The checks of a TerraformMachine spec at `prefix`.
+fn check_machine_spec(
+    prefix: &str,
+    new: &TerraformMachineSpec,
+    old: Option<&TerraformMachineSpec>,
+    out: &mut Vec<Violation>,
+) {
+    workspace::check_workspace(
+        prefix,
+        ObjectKind::Machine,
+        &new.workspace,
+        old.map(|o| &o.workspace),
+        out,
+    );
+    let interval = new.drift.as_ref().and_then(|d| d.interval_seconds);
+    if changed(
+        &interval,
+        old.map(|o| o.drift.as_ref().and_then(|d| d.interval_seconds))
+            .as_ref(),
+    ) {
+        drift::check_interval(&format!("{prefix}.drift.intervalSeconds"), interval, out);
+    }
+}
+
+/// The checks of a TerraformMachinePool spec at `prefix`.
+fn check_pool_spec(
+    prefix: &str,
+    new: &TerraformMachinePoolSpec,
+    old: Option<&TerraformMachinePoolSpec>,
+    out: &mut Vec<Violation>,
+) {
+    workspace::check_workspace(
+        prefix,
+        ObjectKind::MachinePool,
+        &new.workspace,
+        old.map(|o| &o.workspace),
+        out,
+    );
+    let interval = new.drift.as_ref().and_then(|d| d.interval_seconds);
+    if changed(
+        &interval,
+        old.map(|o| o.drift.as_ref().and_then(|d| d.interval_seconds))
+            .as_ref(),
+    ) {
+        drift::check_pool_interval(&format!("{prefix}.drift.intervalSeconds"), interval, out);
+    }
+    let membership = new.membership_refresh_interval_seconds;
+    if changed(
+        &membership,
+        old.map(|o| o.membership_refresh_interval_seconds).as_ref(),
+    ) {
+        drift::check_membership_interval(
+            &format!("{prefix}.membershipRefreshIntervalSeconds"),
+            membership,
+            out,
+        );
+    }
+}
+
+impl Validate for TerraformCluster {
+    const KIND: Kind = Kind::Cluster;
+
+    async fn validate<L: Lookups>(
+        change: Change<'_, Self>,
+        _: RequestInfo<'_>,
+        _: &L,
+    ) -> Vec<Violation> {
+        let mut out = Vec::new();
+        if let Some((new, old)) = split(&change) {
+            check_cluster_spec("spec", &new.spec, old.map(|o| &o.spec), &mut out);
+            if let Some(old) = old {
+                immutability::check_cluster_update(&new.spec, &old.spec, &mut out);
+            }
+        }
+        out
+    }
+}
+
+impl Validate for TerraformMachine {
+    const KIND: Kind = Kind::Machine;
+
+    async fn validate<L: Lookups>(
+        change: Change<'_, Self>,
+        _: RequestInfo<'_>,
+        lookups: &L,
+    ) -> Vec<Violation> {
+        let mut out = Vec::new();
+        match change {
+            Change::Delete(tm) => {
+                if let Err(v) = machine_delete_guard(tm, lookups).await {
+                    out.push(v);
+                }
+            }
+            Change::Create(new) => check_machine_spec("spec", &new.spec, None, &mut out),
+            Change::Update { new, old } => {
+                check_machine_spec("spec", &new.spec, Some(&old.spec), &mut out);
+                immutability::check_machine_update(&new.spec, &old.spec, &mut out);
+            }
+        }
+        out
+    }
+}
+
+/// The TerraformMachine delete guard: read each Machine the object names as owner, and refuse
+/// while one passes the owner checks and is not deleting (unless a move of a paused Cluster).
+async fn machine_delete_guard<L: Lookups>(
+    tm: &TerraformMachine,
+    lookups: &L,
+) -> Result<(), Violation> {
+    let meta = &tm.metadata;
+    let ns = tm.namespace().unwrap_or_default();
+    for owner_ref in machine_delete::machine_owner_refs(meta) {
+        let machine = lookups
+            .machine(&ns, &owner_ref.name)
+            .await
+            .map_err(|e| lookup_failed("the owning Machine", &e))?;
+        let Some(machine) = machine else { continue };
+        if machine_delete::owner_check(meta, owner_ref, &machine).is_err()
+            || machine.metadata.deletion_timestamp.is_some()
+        {
+            continue;
+        }
+        let for_move = machine_delete::is_delete_for_move(meta);
+        let cluster = if for_move {
+            lookups
+                .cluster(&ns, &machine.spec.cluster_name)
+                .await
+                .map_err(|e| lookup_failed("the owning Cluster", &e))?
+        } else {
+            None
+        };
+        machine_delete::decide_live_owner(meta, &machine, for_move, cluster.as_ref())?;
+    }
+    Ok(())
+}
+
+impl Validate for TerraformMachinePool {
+    const KIND: Kind = Kind::MachinePool;
+
+    async fn validate<L: Lookups>(
+        change: Change<'_, Self>,
+        _: RequestInfo<'_>,
+        _: &L,
+    ) -> Vec<Violation> {
+        let mut out = Vec::new();
+        if let Some((new, old)) = split(&change) {
+            check_pool_spec("spec", &new.spec, old.map(|o| &o.spec), &mut out);
+        }
+        out
+    }
+}
+
+const TEMPLATE_SPEC: &str = "spec.template.spec";
+
+impl Validate for TerraformClusterTemplate {
+    const KIND: Kind = Kind::ClusterTemplate;
+
+    async fn validate<L: Lookups>(
+        change: Change<'_, Self>,
+        req: RequestInfo<'_>,
+        _: &L,
+    ) -> Vec<Violation> {
+        let mut out = Vec::new();
+        if let Some((new, old)) = split(&change) {
+            let (n, o) = (&new.spec.template.spec, old.map(|o| &o.spec.template.spec));
+            check_cluster_spec(TEMPLATE_SPEC, n, o, &mut out);
+            if let Some(o) = o {
+                let dry = immutability::is_topology_dry_run(req.dry_run, &new.metadata);
+                immutability::check_template_update(Self::KIND.name(), n, o, dry, &mut out);
+            }
+        }
+        out
+    }
+}
+
+impl Validate for TerraformMachineTemplate {
+    const KIND: Kind = Kind::MachineTemplate;
+
+    async fn validate<L: Lookups>(
+        change: Change<'_, Self>,
+        req: RequestInfo<'_>,
+        _: &L,
+    ) -> Vec<Violation> {
+        let mut out = Vec::new();
+        if let Some((new, old)) = split(&change) {
+            let (n, o) = (&new.spec.template.spec, old.map(|o| &o.spec.template.spec));
+            check_machine_spec(TEMPLATE_SPEC, n, o, &mut out);
+            if let Some(o) = o {
+                let dry = immutability::is_topology_dry_run(req.dry_run, &new.metadata);
+                immutability::check_template_update(Self::KIND.name(), n, o, dry, &mut out);
+            }
+        }
+        out
+    }
+}
+
+impl Validate for TerraformMachinePoolTemplate {
+    const KIND: Kind = Kind::MachinePoolTemplate;
+
+    async fn validate<L: Lookups>(
+        change: Change<'_, Self>,
+        req: RequestInfo<'_>,
+        _: &L,
+    ) -> Vec<Violation> {
+        let mut out = Vec::new();
+        if let Some((new, old)) = split(&change) {
+            let (n, o) = (&new.spec.template.spec, old.map(|o| &o.spec.template.spec));
+            check_pool_spec(TEMPLATE_SPEC, n, o, &mut out);
+            if let Some(o) = o {
+                let dry = immutability::is_topology_dry_run(req.dry_run, &new.metadata);
+                immutability::check_template_update(Self::KIND.name(), n, o, dry, &mut out);
+            }
+        }
+        out
+    }
+}
+
+impl Validate for TerraformClusterIdentity {
+    const KIND: Kind = Kind::ClusterIdentity;
+
+    async fn validate<L: Lookups>(
+        change: Change<'_, Self>,
+        req: RequestInfo<'_>,
+        lookups: &L,
+    ) -> Vec<Violation> {
+        let mut out = Vec::new();
+        match change {
+            Change::Create(new) | Change::Update { new, .. } => {
+                let old = match change {
+                    Change::Update { old, .. } => Some(old),
+                    _ => None,
+                };
+                if changed(
+                    &new.spec.allowed_namespaces,
+                    old.map(|o| &o.spec.allowed_namespaces),
+                ) {
+                    identity::check_allowed_namespaces(&new.spec, &mut out);
+                }
+                let check_secret =
+                    old.is_none_or(|o| identity::secret_ref_changed(&new.spec, &o.spec));
+                if check_secret {
+                    let r = &new.spec.secret_ref;
+                    match lookups
+                        .may_get_secret(req.user, &r.namespace, &r.name)
+                        .await
+                    {
+                        Ok(true) => {}
+                        Ok(false) => out.push(identity::secret_access_denied(
+                            req.user.username.as_deref().unwrap_or_default(),
+                            r,
+                        )),
+                        Err(e) => out.push(lookup_failed("access to spec.secretRef", &e)),
+                    }
+                }
+            }
+            Change::Delete(old) => {
+                let name = old.name_any();
+                match lookups.inventory().await {
+                    Ok(inv) => {
+                        if let Some(user) = identity::find_user(&name, &inv) {
+                            out.push(identity::in_use(&name, &user));
+                        }
+                    }
+                    Err(e) => out.push(lookup_failed("which objects use the identity", &e)),
+                }
+                let namespaces = old
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.namespaces.clone())
+                    .unwrap_or_default();
+                out.extend(identity::mirrors_remain(&name, &namespaces));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_follow_the_cluster_api_convention() {
+        assert_eq!(
+            Kind::Cluster.path(),
+            "/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformcluster"
+        );
+        assert_eq!(
+            Kind::ClusterIdentity.path(),
+            "/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformclusteridentity"
+        );
+        let paths: std::collections::BTreeSet<String> =
+            Kind::ALL.iter().map(|k| k.path()).collect();
+        assert_eq!(paths.len(), 7);
+    }
+}
