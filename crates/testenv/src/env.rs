@@ -7,6 +7,8 @@ use std::sync::OnceLock;
 use std::sync::mpsc;
 
 use crate::control_plane::{self, ControlPlane, Endpoints};
+use crate::kubelet::{Kubelet, KubeletConfig, KubeletInfo, scratch_dir};
+use crate::registry::Registry;
 
 /// The repository root (this crate lives at `crates/testenv`).
 pub fn repo_root() -> PathBuf {
@@ -29,18 +31,41 @@ pub fn crd_dirs() -> Vec<PathBuf> {
     ]
 }
 
-/// A running test environment.
-#[derive(Debug, Clone)]
+/// A running test environment. The control plane starts with it; the registry and the process
+/// kubelet start on first use, so tests that only need the API server never pay for them.
+#[derive(Debug)]
 pub struct TestEnv {
     endpoints: Endpoints,
+    registry: OnceLock<Result<Registry, String>>,
+    kubelet: OnceLock<Result<KubeletInfo, String>>,
 }
 
 static SHARED: OnceLock<Result<TestEnv, String>> = OnceLock::new();
 
+/// Runs `f` on a fresh thread with its own current-thread runtime: callers may be inside a tokio
+/// runtime already (a `#[tokio::test]`), where blocking on another future would panic.
+fn on_own_runtime<T, F, Fut>(f: F) -> anyhow::Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("building a tokio runtime")?
+            .block_on(f())
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the start-up thread panicked"))?
+}
+
 impl TestEnv {
     /// The environment shared by every test of this test binary, started on first use: a control
     /// plane with CAPTF's and Cluster API's CRDs installed. Its processes live on a dedicated
-    /// thread and die with the test process.
+    /// thread and die with the test process; its files live in a per-process scratch directory
+    /// removed by the next run once this process is gone.
     pub fn shared() -> anyhow::Result<&'static TestEnv> {
         SHARED
             .get_or_init(|| Self::start_on_own_thread().map_err(|e| format!("{e:#}")))
@@ -53,22 +78,18 @@ impl TestEnv {
         std::thread::Builder::new()
             .name("captf-testenv".into())
             .spawn(move || {
-                let started = (|| -> anyhow::Result<(tempfile::TempDir, ControlPlane)> {
-                    let dir = tempfile::Builder::new()
-                        .prefix("captf-testenv-")
-                        .tempdir()?;
-                    let mut cp = ControlPlane::start(dir.path())?;
+                let started = (|| -> anyhow::Result<ControlPlane> {
+                    let dir = scratch_dir("captf-testenv")?;
+                    let mut cp = ControlPlane::start(&dir)?;
                     cp.install_crds(&crd_dirs())?;
-                    Ok((dir, cp))
+                    Ok(cp)
                 })();
                 match started {
-                    Ok((dir, cp)) => {
-                        let _ = tx.send(Ok(TestEnv {
-                            endpoints: cp.endpoints().clone(),
-                        }));
-                        // Keep the processes (tied to this thread's life) and their directory
-                        // until the test process exits.
-                        let _keep = (dir, cp);
+                    Ok(cp) => {
+                        let _ = tx.send(Ok(TestEnv::new(cp.endpoints().clone())));
+                        // The processes are tied to this thread's life: keep it (and them) until
+                        // the test process exits.
+                        let _keep = cp;
                         loop {
                             std::thread::park();
                         }
@@ -82,6 +103,14 @@ impl TestEnv {
         rx.recv().context("the test environment thread died")?
     }
 
+    fn new(endpoints: Endpoints) -> Self {
+        TestEnv {
+            endpoints,
+            registry: OnceLock::new(),
+            kubelet: OnceLock::new(),
+        }
+    }
+
     /// Files and endpoints of the control plane.
     pub fn endpoints(&self) -> &Endpoints {
         &self.endpoints
@@ -91,6 +120,35 @@ impl TestEnv {
     /// first used on.
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         control_plane::client_for(&self.endpoints.kubeconfig).await
+    }
+
+    /// The OCI registry on loopback (started on first use), where tests push module images.
+    pub fn registry(&self) -> anyhow::Result<&Registry> {
+        self.registry
+            .get_or_init(|| {
+                let dir = self.endpoints.dir.join("registry");
+                on_own_runtime(move || Registry::start(dir)).map_err(|e| format!("{e:#}"))
+            })
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("the test registry failed to start: {e}"))
+    }
+
+    /// The process kubelet (started on first use): it registers a Node and runs every Pod of the
+    /// control plane. It needs the `captf-testenv` binary (`cargo build -p captf-testenv`), found
+    /// next to the test executable or through `$CAPTF_TESTENV_BIN`.
+    pub fn kubelet(&self) -> anyhow::Result<&KubeletInfo> {
+        self.kubelet
+            .get_or_init(|| {
+                (|| {
+                    let mut cfg =
+                        KubeletConfig::new("captf-testenv", self.endpoints.dir.join("kubelet"));
+                    cfg.shim_binary = Some(crate::shim::binary_path()?);
+                    Kubelet::start_in_background(&self.endpoints.kubeconfig, cfg)
+                })()
+                .map_err(|e: anyhow::Error| format!("{e:#}"))
+            })
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("the process kubelet failed to start: {e}"))
     }
 
     /// Creates a fresh namespace named `<prefix>-<random>` for one test and returns its name.

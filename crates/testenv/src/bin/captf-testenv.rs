@@ -1,0 +1,218 @@
+//! `captf-testenv`: the test environment's command line (ENGINEERING.md §2).
+//!
+//! - `up --dir D` runs a whole environment in the foreground (control plane with CAPTF's and
+//!   Cluster API's CRDs, registry, process kubelet) until SIGTERM or Ctrl-C; `down --dir D`
+//!   stops the one running in `D`;
+//! - `shim ... -- CMD ARGS...` runs one container process (see `testenv::shim`);
+//! - `kubelet --kubeconfig K --node-name N --state-dir D` runs the process kubelet;
+//! - `fixture ...` (hidden) are the behaviours of the test fixture image.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "captf-testenv",
+    about = "CAPTF's local test environment",
+    version
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a whole test environment in the foreground until SIGTERM or Ctrl-C; writes `<dir>/env`
+    /// (KUBECONFIG and CAPTF_REGISTRY, for `source`) and `<dir>/pid`.
+    Up(UpArgs),
+    /// Stop the environment `up` runs in `<dir>`.
+    Down(DownArgs),
+    /// Run a command in its own mount and PID namespace on an image root (a container).
+    Shim(testenv::shim::ShimArgs),
+    /// Run the process kubelet: register a Node and run the pods bound to it.
+    Kubelet(KubeletArgs),
+    /// Test fixture behaviours (the fixture image's entrypoint).
+    #[command(subcommand, hide = true)]
+    Fixture(testenv::fixture::FixtureCommand),
+}
+
+#[derive(Debug, clap::Args)]
+struct UpArgs {
+    /// Directory for certificates, data, logs and the env file.
+    #[arg(long)]
+    dir: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct DownArgs {
+    /// The directory given to `up`.
+    #[arg(long)]
+    dir: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct KubeletArgs {
+    /// Admin kubeconfig of the API server.
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// The Node's name.
+    #[arg(long, default_value = "captf-testenv")]
+    node_name: String,
+    /// Images, volumes, scratch and logs.
+    #[arg(long)]
+    state_dir: PathBuf,
+    /// The image cache (default: <state-dir>/images).
+    #[arg(long)]
+    image_dir: Option<PathBuf>,
+}
+
+fn exit(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        // Both run before any thread exists: the shim forks.
+        Command::Shim(args) => exit(testenv::shim::run(&args)),
+        Command::Fixture(cmd) => exit(testenv::fixture::run(&cmd)),
+        Command::Kubelet(args) => run_kubelet(args),
+        Command::Up(args) => report(up(&args.dir)),
+        Command::Down(args) => report(down(&args.dir)),
+    }
+}
+
+fn report(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("captf-testenv: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .try_init();
+}
+
+/// Starts the control plane (on this, the main thread: its processes die with it), the registry
+/// and the kubelet, then waits for SIGTERM or Ctrl-C and stops them in reverse order.
+fn up(dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    init_logging();
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = dir.canonicalize()?;
+    let pid_file = dir.join("pid");
+    if let Ok(pid) = std::fs::read_to_string(&pid_file)
+        && std::path::Path::new("/proc").join(pid.trim()).exists()
+    {
+        anyhow::bail!(
+            "an environment already runs in {} (pid {})",
+            dir.display(),
+            pid.trim()
+        );
+    }
+    let started = std::time::Instant::now();
+    let mut cp = testenv::control_plane::ControlPlane::start(&dir.join("control-plane"))?;
+    cp.install_crds(&testenv::env::crd_dirs())?;
+    let kubeconfig = cp.endpoints().kubeconfig.clone();
+    let rt = tokio::runtime::Runtime::new()?;
+    let result = rt.block_on(async {
+        let registry = testenv::registry::Registry::start(dir.join("registry")).await?;
+        let mut cfg = testenv::kubelet::KubeletConfig::new("captf-testenv", dir.join("kubelet"));
+        cfg.shim_binary = Some(testenv::shim::binary_path()?);
+        let kubelet = testenv::kubelet::Kubelet::start_with_kubeconfig(&kubeconfig, cfg).await?;
+        std::fs::write(
+            dir.join("env"),
+            format!(
+                "export KUBECONFIG={}\nexport CAPTF_REGISTRY={}\n",
+                kubeconfig.display(),
+                registry.host()
+            ),
+        )?;
+        std::fs::write(&pid_file, std::process::id().to_string())?;
+        println!(
+            "test environment up in {:.1}s: API server {}, registry {}\n  source {}/env   # sets KUBECONFIG and CAPTF_REGISTRY\n  captf-testenv down --dir {}",
+            started.elapsed().as_secs_f64(),
+            cp.endpoints().server,
+            registry.host(),
+            dir.display(),
+            dir.display()
+        );
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        kubelet.shutdown().await;
+        drop(registry);
+        anyhow::Ok(())
+    });
+    cp.stop();
+    let _ = std::fs::remove_file(&pid_file);
+    result
+}
+
+/// Sends SIGTERM to the `up` running in `dir` and waits for it to exit.
+fn down(dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let pid_file = dir.join("pid");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .with_context(|| format!("no environment runs in {} (no pid file)", dir.display()))?
+        .trim()
+        .parse()
+        .context("the pid file does not hold a process id")?;
+    let pid = nix::unistd::Pid::from_raw(pid);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
+        .with_context(|| format!("signalling process {pid}"))?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::path::Path::new("/proc").join(pid.to_string()).exists() {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "process {pid} did not stop within 60 seconds"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    println!("test environment in {} stopped", dir.display());
+    Ok(())
+}
+
+fn run_kubelet(args: KubeletArgs) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("captf-testenv: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        let mut cfg = testenv::kubelet::KubeletConfig::new(&args.node_name, &args.state_dir);
+        cfg.image_dir = args.image_dir;
+        let kubelet =
+            match testenv::kubelet::Kubelet::start_with_kubeconfig(&args.kubeconfig, cfg).await {
+                Ok(k) => k,
+                Err(e) => {
+                    eprintln!("captf-testenv kubelet: {e:#}");
+                    return ExitCode::FAILURE;
+                }
+            };
+        let _ = tokio::signal::ctrl_c().await;
+        kubelet.shutdown().await;
+        ExitCode::SUCCESS
+    })
+}
