@@ -10,8 +10,13 @@ CAPTF_CACHE ?= $(HOME)/.cache/captf
 export CARGO_TARGET_DIR ?= $(CAPTF_CACHE)/target
 export CAPTF_TESTBIN ?= $(CAPTF_CACHE)/testbin
 CARGO ?= cargo
+# The runner runs inside arbitrary module images: it is built static for this target.
+RUNNER_TARGET := x86_64-unknown-linux-gnu
+STATIC := RUSTFLAGS='-C target-feature=+crt-static'
+# Integration tests run the static runner (debug build) inside real Job pods.
+export CAPTF_RUNNER_BIN ?= $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/debug/runner
 
-.PHONY: help test lint fmt fmt-check clippy unit crds docs-check testbin
+.PHONY: help test lint fmt fmt-check clippy unit crds docs-check testbin runner-static runner-static-dev
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -29,7 +34,7 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
-unit: testbin ## All tests of the workspace (integration tests need the test binaries).
+unit: testbin runner-static-dev ## All tests of the workspace (integration tests need the test binaries and a static runner).
 	$(CARGO) test --workspace --locked --no-fail-fast
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
@@ -40,3 +45,9 @@ docs-check: ## Every page docs/src/SUMMARY.md links to exists.
 
 testbin: ## Build the test binaries (kube-apiserver, etcd, tofu, crane, ...) from source into $(CAPTF_TESTBIN).
 	hack/testbin.sh
+
+runner-static: ## Build the static runner (release) that the runner image ships.
+	$(STATIC) $(CARGO) build --release --locked -p runner --target $(RUNNER_TARGET)
+
+runner-static-dev:
+	$(STATIC) $(CARGO) build --locked -p runner --target $(RUNNER_TARGET)

@@ -1,29 +1,8 @@
-//! The CAPTF runner: the Job entrypoint that runs a module image's runtime.
-//!
-//! Only `version` exists so far; the commands of this binary land with their own issue.
+//! `runner`: see the library documentation.
 
-use clap::{Parser, Subcommand};
+use std::process::ExitCode;
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "runner",
-    version,
-    about = "The CAPTF runner: the Job entrypoint that runs a module image's runtime"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Print the version and exit.
-    Version,
-}
-
-fn main() {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Version => println!("runner {}", env!("CARGO_PKG_VERSION")),
-    }
+fn main() -> ExitCode {
+    let code = runner::cli::main();
+    ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
 }

@@ -1,0 +1,164 @@
+//! The failure summary (Runtime Environment "What a failed step reports"; Security Model "What
+//! CAPTF keeps out of status, events and logs"): for validate, its JSON diagnostics; for every
+//! other step, the `Error:` header lines of its stderr with ANSI codes stripped; when neither
+//! yields a line, `step <name> exited <code>; see the Job's logs`. At most 512 bytes, never raw
+//! stderr. As a last guard, any string value of the run's `terraform.tfvars.json` long enough to
+//! be recognisable is replaced by `<redacted>` before the summary leaves the runner.
+
+/// The most bytes a summary holds.
+pub const MAX_SUMMARY_BYTES: usize = 512;
+/// The shortest tfvars string value the redactor looks for (shorter ones would mangle ordinary
+/// words and are left to the header-only rule).
+pub const MIN_REDACTED_LEN: usize = 6;
+
+/// The fallback sentence.
+pub fn fallback(step: &str, code: i32) -> String {
+    format!("step {step} exited {code}; see the Job's logs")
+}
+
+/// Joins diagnostic header lines into a summary, or the fallback when there are none, capped.
+pub fn summarize(step: &str, code: i32, lines: &[String], redactor: &Redactor) -> String {
+    let text = if lines.is_empty() {
+        fallback(step, code)
+    } else {
+        lines.join("; ")
+    };
+    cap(&redactor.redact(&text), MAX_SUMMARY_BYTES)
+}
+
+/// Cuts `text` to at most `max` bytes on a character boundary, marking a cut with `…`.
+pub fn cap(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let ellipsis = "…";
+    let mut end = max.saturating_sub(ellipsis.len());
+    while end > 0 && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{ellipsis}", &text[..end])
+}
+
+/// Replaces the run's tfvars string values in text that leaves the runner.
+#[derive(Default)]
+pub struct Redactor {
+    values: Vec<String>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redactor")
+            .field("values", &self.values.len())
+            .finish()
+    }
+}
+
+impl Redactor {
+    /// A redactor for the string values (at any depth) of a tfvars JSON document.
+    pub fn from_tfvars(json: &[u8]) -> Self {
+        let mut values = Vec::new();
+        if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(json) {
+            collect(&doc, &mut values);
+        }
+        // Longest first, so a value containing another is replaced whole.
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        values.dedup();
+        Self { values }
+    }
+
+    /// `text` with every known value replaced by `<redacted>`.
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for v in &self.values {
+            if out.contains(v.as_str()) {
+                out = out.replace(v.as_str(), "<redacted>");
+            }
+        }
+        out
+    }
+}
+
+fn collect(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::String(s) => {
+            // Multi-line values (certificates, scripts) are also looked for line by line.
+            if s.chars().count() >= MIN_REDACTED_LEN {
+                out.push(s.clone());
+            }
+            if s.contains('\n') {
+                for line in s.lines().map(str::trim) {
+                    if line.chars().count() >= MIN_REDACTED_LEN {
+                        out.push(line.to_owned());
+                    }
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| collect(v, out)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::{error_headers, validate_errors};
+
+    #[test]
+    fn stderr_error_headers_make_the_summary_without_detail_lines() {
+        let stderr = b"\x1b[31m\xe2\x94\x82 Error: \x1b[0mResource precondition failed\n\
+                       \xe2\x94\x82   var.password is \"s3cr3t-planted\"\n\
+                       \xe2\x94\x82 The password is too long.\n";
+        let lines = error_headers(stderr);
+        let s = summarize("plan", 1, &lines, &Redactor::default());
+        assert_eq!(s, "Error: Resource precondition failed");
+        assert!(!s.contains("s3cr3t"));
+    }
+
+    #[test]
+    fn validate_json_makes_the_summary() {
+        let json = br#"{"valid":false,"diagnostics":[{"severity":"error","summary":"Unsupported block type","range":{"filename":"main.tf","start":{"line":2}}},{"severity":"error","summary":"Missing name"}]}"#;
+        let s = summarize("validate", 1, &validate_errors(json), &Redactor::default());
+        assert_eq!(
+            s,
+            "Error: Unsupported block type (main.tf:2); Error: Missing name"
+        );
+    }
+
+    #[test]
+    fn nothing_recognisable_falls_back_to_the_sentence() {
+        let lines = error_headers(b"panic: runtime error\ngoroutine 1 [running]:\n");
+        assert_eq!(
+            summarize("apply", 2, &lines, &Redactor::default()),
+            "step apply exited 2; see the Job's logs"
+        );
+    }
+
+    #[test]
+    fn the_summary_is_capped_at_512_bytes_on_a_char_boundary() {
+        let lines: Vec<String> = (0..40)
+            .map(|i| format!("Error: failure number {i} — with a dash"))
+            .collect();
+        let s = summarize("plan", 1, &lines, &Redactor::default());
+        assert!(s.len() <= MAX_SUMMARY_BYTES, "{}", s.len());
+        assert!(s.ends_with('…'));
+        let multibyte = "é".repeat(400);
+        let c = cap(&multibyte, MAX_SUMMARY_BYTES);
+        assert!(c.len() <= MAX_SUMMARY_BYTES);
+        assert!(cap("short", 512) == "short");
+    }
+
+    #[test]
+    fn tfvars_values_are_redacted() {
+        let tfvars = br#"{"captf_tags":{"k":"tiny"},"password":"s3cr3t-planted","nested":[{"ca":"-----BEGIN-----\nMIIBxyzabc\n-----END-----"}],"n":12345678}"#;
+        let r = Redactor::from_tfvars(tfvars);
+        let lines =
+            vec!["Error: password s3cr3t-planted rejected; tiny MIIBxyzabc 12345678".to_owned()];
+        let s = summarize("apply", 1, &lines, &r);
+        assert_eq!(
+            s,
+            "Error: password <redacted> rejected; tiny <redacted> 12345678"
+        );
+        assert!(!format!("{r:?}").contains("s3cr3t"));
+    }
+}
