@@ -1,29 +1,10 @@
-//! tfcapi-lint: checks Terraform/OpenTofu modules and module images against the CAPTF contract.
-//!
-//! Only `version` exists so far; the commands of this binary land with their own issue.
-
-use clap::{Parser, Subcommand};
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "tfcapi-lint",
-    version,
-    about = "tfcapi-lint: checks Terraform/OpenTofu modules and module images against the CAPTF contract"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Print the version and exit.
-    Version,
-}
+//! tfcapi-lint: checks Terraform/OpenTofu modules and module images against the CAPTF contract
+//! (spec: tfcapi-lint). The work is in the library; this only wires stdout, stderr and the exit
+//! code.
 
 fn main() {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Version => println!("tfcapi-lint {}", env!("CARGO_PKG_VERSION")),
-    }
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let code = tfcapi_lint::cli::run(std::env::args_os(), &mut stdout.lock(), &mut stderr.lock());
+    std::process::exit(code);
 }

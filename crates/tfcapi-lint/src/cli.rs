@@ -1,0 +1,211 @@
+//! The command line: `tfcapi-lint module|image|version` (spec: tfcapi-lint; exit codes 0 clean,
+//! 1 findings, 2 unreadable, 3 usage — clap's own usage errors included).
+
+use crate::checks;
+use crate::image::{self, ImageOptions, Platform};
+use crate::module;
+use crate::report::{Report, exit};
+use crate::role::{Role, SUPPORTED_CONTRACTS};
+use clap::builder::PossibleValuesParser;
+use clap::error::ErrorKind;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::Path;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tfcapi-lint",
+    version,
+    about = "Checks Terraform/OpenTofu modules and module images against the CAPTF contract",
+    long_about = "Checks a Terraform/OpenTofu module, or the OCI image built from it, against the CAPTF module and image contracts, without running init, plan or apply.\n\nExit codes: 0 clean, 1 errors (or warnings under --strict), 2 could not parse or pull, 3 usage."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Lint a module directory (its top-level .tf, .tf.json, .tofu and .tofu.json files).
+    Module(ModuleArgs),
+    /// Lint a module image: a registry reference, or oci:DIR for a local OCI image layout.
+    Image(ImageArgs),
+    /// Print the version and the contract versions this release lints against.
+    Version(VersionArgs),
+}
+
+/// How findings are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// `file:line: severity id: message` lines and a summary.
+    Text,
+    /// `{findings: [...], summary: {...}}`.
+    Json,
+    /// SARIF 2.1.0.
+    Sarif,
+}
+
+#[derive(Debug, Args)]
+struct CommonArgs {
+    /// The role the module implements.
+    #[arg(long, value_enum)]
+    role: Role,
+    /// The contract version to lint against.
+    #[arg(long, default_value = SUPPORTED_CONTRACTS[0], value_parser = PossibleValuesParser::new(SUPPORTED_CONTRACTS))]
+    contract: String,
+    /// Fail (exit 1) on warnings as well as errors.
+    #[arg(long)]
+    strict: bool,
+    /// Downgrade this check's warnings to informational findings (repeatable or comma-separated).
+    #[arg(long = "allow-warning", value_name = "ID", value_delimiter = ',')]
+    allow_warning: Vec<String>,
+    /// Print the report as JSON (same as --format json).
+    #[arg(long, conflicts_with = "format")]
+    json: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
+
+#[derive(Debug, Args)]
+struct ModuleArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The module directory.
+    #[arg(value_name = "DIR")]
+    dir: String,
+}
+
+#[derive(Debug, Args)]
+struct ImageArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The platform to check (os/arch[/variant]); linux/amd64 by default.
+    #[arg(long, value_parser = parse_platform, conflicts_with = "all_platforms")]
+    platform: Option<Platform>,
+    /// Check every platform the image publishes.
+    #[arg(long)]
+    all_platforms: bool,
+    /// Allow a plain-HTTP registry.
+    #[arg(long)]
+    insecure: bool,
+    /// A registry reference (registry/repo:tag or @sha256:...), or oci:DIR[:NAME].
+    #[arg(value_name = "REF")]
+    reference: String,
+}
+
+#[derive(Debug, Args)]
+struct VersionArgs {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_platform(s: &str) -> Result<Platform, String> {
+    Platform::parse(s).ok_or_else(|| format!("`{s}` is not os/arch or os/arch/variant"))
+}
+
+/// Runs the command line; returns the exit code.
+pub fn run<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let text = e.render().to_string();
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = write!(out, "{text}");
+                    exit::CLEAN
+                }
+                _ => {
+                    let _ = write!(err, "{text}");
+                    exit::USAGE
+                }
+            };
+        }
+    };
+    match cli.command {
+        Command::Version(args) => {
+            version(args.json, out);
+            exit::CLEAN
+        }
+        Command::Module(args) => {
+            let Some(allowed) = allowed_warnings(&args.common, err) else {
+                return exit::USAGE;
+            };
+            let findings = module::lint_dir(Path::new(&args.dir), &args.dir, args.common.role);
+            emit(&Report::new(findings, &allowed), &args.common, out)
+        }
+        Command::Image(args) => {
+            let Some(allowed) = allowed_warnings(&args.common, err) else {
+                return exit::USAGE;
+            };
+            let options = ImageOptions {
+                role: args.common.role,
+                contract: args.common.contract.clone(),
+                platform: args.platform,
+                all_platforms: args.all_platforms,
+                insecure: args.insecure,
+            };
+            let findings = image::lint_image(&args.reference, &options);
+            emit(&Report::new(findings, &allowed), &args.common, out)
+        }
+    }
+}
+
+fn allowed_warnings(common: &CommonArgs, err: &mut dyn Write) -> Option<BTreeSet<String>> {
+    let mut allowed = BTreeSet::new();
+    for id in &common.allow_warning {
+        let id = id.trim();
+        if id.is_empty() {
+            continue;
+        }
+        if !checks::is_known(id) {
+            let _ = writeln!(
+                err,
+                "error: --allow-warning: `{id}` is not a check ID (see tfcapi-lint's CLI reference for the list)"
+            );
+            return None;
+        }
+        allowed.insert(id.to_owned());
+    }
+    Some(allowed)
+}
+
+fn emit(report: &Report, common: &CommonArgs, out: &mut dyn Write) -> i32 {
+    let format = if common.json {
+        Format::Json
+    } else {
+        common.format
+    };
+    let text = match format {
+        Format::Text => report.to_text(),
+        Format::Json => report.to_json(),
+        Format::Sarif => report.to_sarif(),
+    };
+    let _ = out.write_all(text.as_bytes());
+    report.exit_code(common.strict)
+}
+
+fn version(json: bool, out: &mut dyn Write) {
+    let version = env!("CARGO_PKG_VERSION");
+    if json {
+        let value = serde_json::json!({
+            "name": "tfcapi-lint",
+            "version": version,
+            "contracts": SUPPORTED_CONTRACTS,
+        });
+        let _ = writeln!(out, "{value}");
+    } else {
+        let _ = writeln!(
+            out,
+            "tfcapi-lint {version} (contracts: {})",
+            SUPPORTED_CONTRACTS.join(", ")
+        );
+    }
+}

@@ -1,0 +1,319 @@
+//! The binary as CI runs it: exit codes, `--strict`, `--allow-warning`, the three output formats,
+//! `version`, and the no-op modules (lint-clean under `--strict`, and valid for real OpenTofu).
+
+#![allow(clippy::unwrap_used)] // Test helpers: a failed setup step should fail the test.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tfcapi-lint"))
+}
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn noop(role: &str) -> PathBuf {
+    manifest_dir().join("../../modules/noop").join(role)
+}
+
+fn bad(name: &str) -> String {
+    manifest_dir()
+        .join("tests/fixtures/bad")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = bin().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn noop_modules_are_clean_under_strict() {
+    for role in ["cluster", "machine", "machinepool"] {
+        let dir = noop(role);
+        let (code, out, _) = run(&["module", "--role", role, "--strict", dir.to_str().unwrap()]);
+        assert_eq!(code, 0, "{role}: {out}");
+        assert_eq!(out, "summary: 0 errors, 0 warnings, 0 info\n");
+        let (code, out, _) = run(&[
+            "module",
+            "--role",
+            role,
+            "--strict",
+            "--json",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0);
+        let report: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(report["findings"], serde_json::json!([]));
+        assert_eq!(
+            report["summary"],
+            serde_json::json!({"errors": 0, "warnings": 0, "info": 0})
+        );
+    }
+}
+
+#[test]
+fn exit_codes() {
+    // Errors.
+    assert_eq!(
+        run(&["module", "--role", "machine", &bad("input-nullable")]).0,
+        1
+    );
+    // Warnings: 0, or 1 under --strict.
+    let warn = bad("input-user-variable-default");
+    assert_eq!(run(&["module", "--role", "machine", &warn]).0, 0);
+    assert_eq!(
+        run(&["module", "--role", "machine", "--strict", &warn]).0,
+        1
+    );
+    // Could not parse.
+    assert_eq!(
+        run(&["module", "--role", "machine", &bad("module-parse")]).0,
+        2
+    );
+    assert_eq!(
+        run(&["module", "--role", "cluster", &bad("module-one-line-block")]).0,
+        2
+    );
+    assert_eq!(
+        run(&["module", "--role", "machine", "/nonexistent/module"]).0,
+        2
+    );
+    // Usage errors, clap's own included.
+    let dir = noop("machine");
+    let dir = dir.to_str().unwrap();
+    for args in [
+        vec!["module", dir],
+        vec!["module", "--role", "worker", dir],
+        vec!["module", "--role", "machine"],
+        vec!["module", "--role", "machine", "--contract", "v9", dir],
+        vec![
+            "module",
+            "--role",
+            "machine",
+            "--allow-warning",
+            "input/nope",
+            dir,
+        ],
+        vec![
+            "module", "--role", "machine", "--json", "--format", "sarif", dir,
+        ],
+        vec![
+            "image",
+            "--role",
+            "machine",
+            "--platform",
+            "linux",
+            "oci:/x",
+        ],
+        vec![
+            "image",
+            "--role",
+            "machine",
+            "--platform",
+            "linux/amd64",
+            "--all-platforms",
+            "oci:/x",
+        ],
+        vec!["frobnicate"],
+        vec![],
+    ] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 3, "{args:?}: {err}");
+    }
+    assert_eq!(run(&["--help"]).0, 0);
+}
+
+#[test]
+fn text_lines_name_file_line_severity_and_id() {
+    let dir = bad("input-type");
+    let (code, out, _) = run(&["module", "--role", "machinepool", &dir]);
+    assert_eq!(code, 1);
+    let mut lines = out.lines();
+    let first = lines.next().unwrap();
+    assert!(
+        first.starts_with(&format!("{dir}/variables.tf:37: error input/type: ")),
+        "{first}"
+    );
+    assert_eq!(lines.next(), Some("summary: 1 errors, 0 warnings, 0 info"));
+}
+
+#[test]
+fn allow_warning_downgrades_warnings_to_info_only() {
+    let warn = bad("input-tags-unused");
+    let (code, out, _) = run(&[
+        "module",
+        "--role",
+        "cluster",
+        "--strict",
+        "--allow-warning",
+        "input/default,input/tags-unused",
+        "--json",
+        &warn,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["findings"][0]["severity"], "info");
+    assert_eq!(report["summary"]["info"], 1);
+    // Errors are never touched.
+    let err = bad("input-nullable");
+    let (code, _, _) = run(&[
+        "module",
+        "--role",
+        "machine",
+        "--allow-warning",
+        "input/nullable",
+        &err,
+    ]);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn json_report_shape() {
+    let dir = bad("output-sensitive-reference");
+    let (_, out, _) = run(&["module", "--role", "machine", "--format", "json", &dir]);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let f = &report["findings"][0];
+    assert_eq!(f["id"], "output/sensitive-reference");
+    assert_eq!(f["severity"], "error");
+    assert_eq!(f["file"], format!("{dir}/debug.tf"));
+    assert_eq!(f["line"], 5);
+    assert!(f["message"].as_str().unwrap().contains("sensitive = true"));
+    assert_eq!(report["summary"]["errors"], 1);
+}
+
+#[test]
+fn sarif_report_has_rules_and_located_results() {
+    let dir = bad("module-backend");
+    let (code, out, _) = run(&["module", "--role", "cluster", "--format", "sarif", &dir]);
+    assert_eq!(code, 1);
+    let log: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(log["version"], "2.1.0");
+    let run = &log["runs"][0];
+    let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), tfcapi_lint::checks::CHECKS.len());
+    assert!(
+        rules
+            .iter()
+            .all(|r| r["help"]["text"].as_str().is_some_and(|t| !t.is_empty()))
+    );
+    let result = &run["results"][0];
+    assert_eq!(result["ruleId"], "module/backend");
+    assert_eq!(result["level"], "error");
+    let index = result["ruleIndex"].as_u64().unwrap() as usize;
+    assert_eq!(rules[index]["id"], "module/backend");
+    let location = &result["locations"][0]["physicalLocation"];
+    assert_eq!(
+        location["artifactLocation"]["uri"],
+        format!("{dir}/versions.tf")
+    );
+    assert_eq!(location["region"]["startLine"], 6);
+}
+
+#[test]
+fn version_reports_the_contracts() {
+    let (code, out, _) = run(&["version", "--json"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["contracts"], serde_json::json!(["v1alpha1"]));
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    let (_, out, _) = run(&["version"]);
+    assert!(out.contains("v1alpha1"));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+/// The no-op modules are also valid for the real OpenTofu: `tofu init` and `tofu validate` in a
+/// temporary copy (they need no provider, so init never goes to a registry).
+#[test]
+fn noop_modules_validate_with_opentofu() {
+    let Some(home) = std::env::var_os("HOME") else {
+        eprintln!("SKIPPED noop_modules_validate_with_opentofu: HOME is not set");
+        return;
+    };
+    let tofu = Path::new(&home).join(".cache/captf/testbin/tofu-v1.12.6/tofu");
+    if !tofu.is_file() {
+        eprintln!(
+            "SKIPPED noop_modules_validate_with_opentofu: {} is absent (build it with hack/testbin.sh)",
+            tofu.display()
+        );
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let cli_config = work.path().join("cli.tfrc");
+    std::fs::write(&cli_config, "").unwrap();
+    for role in ["cluster", "machine", "machinepool"] {
+        let dir = work.path().join(role);
+        copy_dir(&noop(role), &dir);
+        for args in [
+            &["init", "-backend=false", "-input=false", "-no-color"][..],
+            &["validate", "-no-color"][..],
+        ] {
+            let out = Command::new(&tofu)
+                .args(args)
+                .current_dir(&dir)
+                .env("TF_CLI_CONFIG_FILE", &cli_config)
+                .env("TF_IN_AUTOMATION", "1")
+                .env("CHECKPOINT_DISABLE", "1")
+                .env("HOME", work.path())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "tofu {args:?} for {role}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// `tofu validate` agrees that a one-line block with two arguments does not parse.
+#[test]
+fn one_line_block_is_also_an_opentofu_error() {
+    let Some(home) = std::env::var_os("HOME") else {
+        return;
+    };
+    let tofu = Path::new(&home).join(".cache/captf/testbin/tofu-v1.12.6/tofu");
+    if !tofu.is_file() {
+        eprintln!(
+            "SKIPPED one_line_block_is_also_an_opentofu_error: {} is absent",
+            tofu.display()
+        );
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let cli_config = work.path().join("cli.tfrc");
+    std::fs::write(&cli_config, "").unwrap();
+    copy_dir(
+        Path::new(&bad("module-one-line-block")),
+        &work.path().join("m"),
+    );
+    std::fs::remove_file(work.path().join("m/EXPECT")).unwrap();
+    let out = Command::new(&tofu)
+        .args(["validate", "-no-color"])
+        .current_dir(work.path().join("m"))
+        .env("TF_CLI_CONFIG_FILE", &cli_config)
+        .env("HOME", work.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Invalid single-argument block definition")
+    );
+}
