@@ -352,6 +352,30 @@ impl Validate for TerraformMachinePool {
 
 const TEMPLATE_SPEC: &str = "spec.template.spec";
 
+/// The rules every template kind shares: its `spec.template.spec` is checked like the spec of the
+/// object it creates, and is immutable except in a ClusterClass topology dry-run.
+fn validate_template<T, S: PartialEq>(
+    kind: Kind,
+    change: &Change<'_, T>,
+    req: RequestInfo<'_>,
+    template_spec: fn(&T) -> &S,
+    check_spec: fn(&str, &S, Option<&S>, &mut Vec<Violation>),
+) -> Vec<Violation>
+where
+    T: ResourceExt,
+{
+    let mut out = Vec::new();
+    if let Some((new, old)) = split(change) {
+        let (n, o) = (template_spec(new), old.map(template_spec));
+        check_spec(TEMPLATE_SPEC, n, o, &mut out);
+        if let Some(o) = o {
+            let dry = immutability::is_topology_dry_run(req.dry_run, new.meta());
+            immutability::check_template_update(kind.name(), n, o, dry, &mut out);
+        }
+    }
+    out
+}
+
 impl Validate for TerraformClusterTemplate {
     const KIND: Kind = Kind::ClusterTemplate;
 
@@ -360,16 +384,13 @@ impl Validate for TerraformClusterTemplate {
         req: RequestInfo<'_>,
         _: &L,
     ) -> Vec<Violation> {
-        let mut out = Vec::new();
-        if let Some((new, old)) = split(&change) {
-            let (n, o) = (&new.spec.template.spec, old.map(|o| &o.spec.template.spec));
-            check_cluster_spec(TEMPLATE_SPEC, n, o, &mut out);
-            if let Some(o) = o {
-                let dry = immutability::is_topology_dry_run(req.dry_run, &new.metadata);
-                immutability::check_template_update(Self::KIND.name(), n, o, dry, &mut out);
-            }
-        }
-        out
+        validate_template(
+            Self::KIND,
+            &change,
+            req,
+            |t| &t.spec.template.spec,
+            check_cluster_spec,
+        )
     }
 }
 
@@ -381,16 +402,13 @@ impl Validate for TerraformMachineTemplate {
         req: RequestInfo<'_>,
         _: &L,
     ) -> Vec<Violation> {
-        let mut out = Vec::new();
-        if let Some((new, old)) = split(&change) {
-            let (n, o) = (&new.spec.template.spec, old.map(|o| &o.spec.template.spec));
-            check_machine_spec(TEMPLATE_SPEC, n, o, &mut out);
-            if let Some(o) = o {
-                let dry = immutability::is_topology_dry_run(req.dry_run, &new.metadata);
-                immutability::check_template_update(Self::KIND.name(), n, o, dry, &mut out);
-            }
-        }
-        out
+        validate_template(
+            Self::KIND,
+            &change,
+            req,
+            |t| &t.spec.template.spec,
+            check_machine_spec,
+        )
     }
 }
 
@@ -402,16 +420,13 @@ impl Validate for TerraformMachinePoolTemplate {
         req: RequestInfo<'_>,
         _: &L,
     ) -> Vec<Violation> {
-        let mut out = Vec::new();
-        if let Some((new, old)) = split(&change) {
-            let (n, o) = (&new.spec.template.spec, old.map(|o| &o.spec.template.spec));
-            check_pool_spec(TEMPLATE_SPEC, n, o, &mut out);
-            if let Some(o) = o {
-                let dry = immutability::is_topology_dry_run(req.dry_run, &new.metadata);
-                immutability::check_template_update(Self::KIND.name(), n, o, dry, &mut out);
-            }
-        }
-        out
+        validate_template(
+            Self::KIND,
+            &change,
+            req,
+            |t| &t.spec.template.spec,
+            check_pool_spec,
+        )
     }
 }
 
