@@ -15,6 +15,7 @@ use crate::schema;
 
 pub use contract::health::HealthState;
 pub use contract::names::{ObjectKind as WorkloadKind, Operation};
+pub use contract::result::ErrorKind as RunErrorKind;
 pub use contract::variables::VariablesFormat;
 
 /// Default `jobs.activeDeadlineSeconds`: one hour.
@@ -407,39 +408,6 @@ impl ApiEndpoint {
     /// Whether a host has been set (after which `controlPlaneEndpoint` is immutable).
     pub fn has_host(&self) -> bool {
         self.host.as_deref().is_some_and(|h| !h.is_empty())
-    }
-}
-
-/// How a run ended when it did not succeed.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
-pub enum RunErrorKind {
-    /// The image does not follow the image contract (`/captf/module`, `/captf/runtime`, ...).
-    #[serde(rename = "image-layout")]
-    ImageLayout,
-    /// A runtime command failed.
-    #[serde(rename = "step")]
-    Step,
-    /// The run was stopped from outside (drain, eviction, deletion).
-    #[serde(rename = "interrupted")]
-    Interrupted,
-    /// A guarded apply stopped before a plan that deletes or replaces a resource.
-    #[serde(rename = "blocked")]
-    Blocked,
-    /// An approved apply's new plan no longer matched the approved hash.
-    #[serde(rename = "plan-changed")]
-    PlanChanged,
-}
-
-impl RunErrorKind {
-    /// The name used in the result document and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunErrorKind::ImageLayout => "image-layout",
-            RunErrorKind::Step => "step",
-            RunErrorKind::Interrupted => "interrupted",
-            RunErrorKind::Blocked => "blocked",
-            RunErrorKind::PlanChanged => "plan-changed",
-        }
     }
 }
 

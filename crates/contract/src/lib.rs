@@ -12,6 +12,7 @@ pub mod names;
 pub mod outputs;
 pub mod plan;
 pub mod render;
+pub mod result;
 pub mod schedule;
 pub mod state;
 pub mod variables;

@@ -21,7 +21,7 @@ pub mod exec;
 pub mod layout;
 pub mod logging;
 pub mod output;
-pub mod result;
+pub use contract::result;
 pub mod root;
 pub mod run;
 pub mod steps;

@@ -26,18 +26,7 @@ pub fn summarize(step: &str, code: i32, lines: &[String], redactor: &Redactor) -
     cap(&redactor.redact(&text), MAX_SUMMARY_BYTES)
 }
 
-/// Cuts `text` to at most `max` bytes on a character boundary, marking a cut with `…`.
-pub fn cap(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let ellipsis = "…";
-    let mut end = max.saturating_sub(ellipsis.len());
-    while end > 0 && !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{ellipsis}", &text[..end])
-}
+pub use contract::result::cap;
 
 /// Replaces the run's tfvars string values in text that leaves the runner.
 #[derive(Default)]

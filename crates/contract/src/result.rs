@@ -15,6 +15,19 @@ pub const MAX_RESULT_BYTES: usize = 4096;
 /// The document's `version`.
 pub const RESULT_VERSION: u32 = 1;
 
+/// Cuts `text` to at most `max` bytes on a character boundary, marking a cut with `…`.
+pub fn cap(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let ellipsis = "…";
+    let mut end = max.saturating_sub(ellipsis.len());
+    while end > 0 && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{ellipsis}", &text[..end])
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -101,8 +114,10 @@ pub struct DriftDoc {
     pub resources: Vec<String>,
 }
 
-/// The kind of a failure (`api::shared::RunErrorKind`, by its result-document name).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// How a run ended when it did not succeed: `image-layout`, `step`, `interrupted`, `blocked` or
+/// `plan-changed` (the result document's `error.kind` and `status.lastRun.error.kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub enum ErrorKind {
     /// The image breaks the image contract.
     #[serde(rename = "image-layout")]
@@ -125,11 +140,11 @@ impl ErrorKind {
     /// The kind's name.
     pub fn as_str(self) -> &'static str {
         match self {
-            ErrorKind::ImageLayout => api::shared::RunErrorKind::ImageLayout.as_str(),
-            ErrorKind::Step => api::shared::RunErrorKind::Step.as_str(),
-            ErrorKind::Interrupted => api::shared::RunErrorKind::Interrupted.as_str(),
-            ErrorKind::Blocked => api::shared::RunErrorKind::Blocked.as_str(),
-            ErrorKind::PlanChanged => api::shared::RunErrorKind::PlanChanged.as_str(),
+            ErrorKind::ImageLayout => "image-layout",
+            ErrorKind::Step => "step",
+            ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Blocked => "blocked",
+            ErrorKind::PlanChanged => "plan-changed",
         }
     }
 }
@@ -200,7 +215,7 @@ fn is_zero(n: &u64) -> bool {
 
 impl PlanDoc {
     /// The plan document of an analysis; `destructive_only` lists only the changes that delete.
-    pub fn from_analysis(a: &contract::plan::PlanAnalysis, destructive_only: bool) -> Self {
+    pub fn from_analysis(a: &crate::plan::PlanAnalysis, destructive_only: bool) -> Self {
         let (resources, truncated) = if destructive_only {
             a.destructive_resources()
         } else {
@@ -222,7 +237,7 @@ impl PlanDoc {
 
 impl DriftDoc {
     /// The drift document of an analysis.
-    pub fn from_analysis(a: &contract::plan::PlanAnalysis) -> Self {
+    pub fn from_analysis(a: &crate::plan::PlanAnalysis) -> Self {
         let d = a.drift_summary();
         Self {
             detected: d.detected,
@@ -305,14 +320,14 @@ impl ResultDocument {
             }
         }
         // Only oversized flag values are left: cut them.
-        doc.image.reference = crate::summary::cap(&doc.image.reference, 256);
-        doc.runtime.version = crate::summary::cap(&doc.runtime.version, 64);
+        doc.image.reference = cap(&doc.image.reference, 256);
+        doc.runtime.version = cap(&doc.runtime.version, 64);
         doc.runtime.command.truncate(1);
         for c in &mut doc.runtime.command {
-            *c = crate::summary::cap(c, 256);
+            *c = cap(c, 256);
         }
         if let Some(e) = doc.error.as_mut() {
-            e.step = e.step.as_deref().map(|s| crate::summary::cap(s, 64));
+            e.step = e.step.as_deref().map(|s| cap(s, 64));
         }
         fits(&doc).unwrap_or_else(|| {
             doc.image.reference.clear();
