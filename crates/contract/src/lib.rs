@@ -7,6 +7,7 @@
 pub mod canonical;
 pub mod hash;
 pub mod health;
+pub mod image_ref;
 pub mod inputs;
 pub mod names;
 pub mod outputs;

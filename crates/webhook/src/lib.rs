@@ -19,7 +19,7 @@
 pub mod admission;
 pub mod cli;
 pub mod fake;
-pub mod image;
+pub use contract::image_ref as image;
 pub mod kinds;
 pub mod lookups;
 pub mod metrics;

@@ -1,6 +1,7 @@
-//! Image reference syntax (spec: Security Model, "The source image is the trust boundary": the
-//! webhook checks only that `spec.source.image` is a syntactically valid image reference; it does
-//! not police which registry or repository it names).
+//! Image reference syntax (spec: Security Model, "The source image is the trust boundary": CAPTF
+//! checks only that `spec.source.image` is a syntactically valid image reference; it does not
+//! police which registry or repository it names). The webhook validates with it; the manager
+//! splits a reference into repository and digest with it when it pins an image.
 //!
 //! The grammar is the OCI distribution one: `[host[:port]/]path[:tag][@algorithm:hex]`, with a
 //! tag or a digest required (the tag is the module version; a bare repository would mean an
