@@ -101,6 +101,8 @@ fn main() -> anyhow::Result<()> {
             cert_path: dir.path().join("tls.crt"),
             key_path: dir.path().join("tls.key"),
             tls_min_version: TlsVersion::Tls12,
+            tls_cipher_suites: Vec::new(),
+            tls_curve_preferences: Vec::new(),
             reload_interval: Duration::from_secs(10),
             insecure_diagnostics: true,
         };

@@ -82,6 +82,14 @@ pub struct ServeArgs {
     /// Lowest TLS version of the HTTPS listeners.
     #[arg(long, value_enum, default_value = "VersionTLS12")]
     pub tls_min_version: TlsVersion,
+    /// TLS 1.2 cipher suites the HTTPS listeners allow, by their Go names, comma separated
+    /// (empty: every suite this build supports). TLS 1.3 suites are always allowed, as in Go.
+    #[arg(long, value_delimiter = ',')]
+    pub tls_cipher_suites: Vec<String>,
+    /// Key-exchange groups the HTTPS listeners allow, by Go CurveID number, in order of
+    /// preference, comma separated (empty: every group this build supports).
+    #[arg(long, value_delimiter = ',')]
+    pub tls_curve_preferences: Vec<u16>,
     /// Kubeconfig to reach the API server from outside a cluster (else in-cluster or $KUBECONFIG).
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,

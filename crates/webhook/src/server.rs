@@ -50,6 +50,10 @@ pub struct Settings {
     pub key_path: PathBuf,
     /// Lowest TLS version.
     pub tls_min_version: TlsVersion,
+    /// Allowed TLS 1.2 cipher suites by Go name (empty: all supported).
+    pub tls_cipher_suites: Vec<String>,
+    /// Allowed key-exchange groups by Go CurveID, in order of preference (empty: all supported).
+    pub tls_curve_preferences: Vec<u16>,
     /// How often the certificate files are checked for rotation.
     pub reload_interval: Duration,
     /// Plain-HTTP metrics without authentication.
@@ -63,18 +67,104 @@ impl Settings {
             cert_path: args.cert_path(),
             key_path: args.key_path(),
             tls_min_version: args.tls_min_version,
+            tls_cipher_suites: args.tls_cipher_suites.clone(),
+            tls_curve_preferences: args.tls_curve_preferences.clone(),
             reload_interval: args.webhook_cert_reload_interval,
             insecure_diagnostics: args.insecure_diagnostics,
         }
     }
 }
 
-/// Builds the rustls server configuration from PEM bytes (ring provider, h2 and http/1.1).
+/// Go's names of the TLS 1.2 suites this build (rustls with ring) supports, with Go's short
+/// aliases for the ChaCha20 suites.
+fn go_suite_name(suite: rustls::CipherSuite) -> Option<&'static [&'static str]> {
+    use rustls::CipherSuite as C;
+    Some(match suite {
+        C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 => &["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"],
+        C::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384 => &["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"],
+        C::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => &["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"],
+        C::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => &["TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"],
+        C::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256 => &[
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+        ],
+        C::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256 => &[
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+        ],
+        _ => return None,
+    })
+}
+
+/// Go's names of the TLS 1.3 suites: accepted, and always enabled, as Go does.
+const TLS13_SUITES: [&str; 3] = [
+    "TLS_AES_128_GCM_SHA256",
+    "TLS_AES_256_GCM_SHA384",
+    "TLS_CHACHA20_POLY1305_SHA256",
+];
+
+/// The ring crypto provider narrowed to `--tls-cipher-suites` and `--tls-curve-preferences`.
+/// A name or number this build does not support is an error naming it and what is supported.
+pub fn crypto_provider(
+    cipher_suites: &[String],
+    curves: &[u16],
+) -> anyhow::Result<rustls::crypto::CryptoProvider> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    if !cipher_suites.is_empty() {
+        let supported: Vec<&str> = provider
+            .cipher_suites
+            .iter()
+            .filter_map(|s| go_suite_name(s.suite()))
+            .flatten()
+            .copied()
+            .collect();
+        for name in cipher_suites {
+            anyhow::ensure!(
+                supported.contains(&name.as_str()) || TLS13_SUITES.contains(&name.as_str()),
+                "--tls-cipher-suites: {name:?} is not supported; supported TLS 1.2 suites: {}",
+                supported.join(", ")
+            );
+        }
+        provider
+            .cipher_suites
+            .retain(|s| match go_suite_name(s.suite()) {
+                // TLS 1.3 suites are not configurable, as in Go.
+                None => s.version() == &rustls::version::TLS13,
+                Some(names) => names.iter().any(|n| cipher_suites.iter().any(|c| c == n)),
+            });
+    }
+    if !curves.is_empty() {
+        let supported: Vec<u16> = provider
+            .kx_groups
+            .iter()
+            .map(|g| u16::from(g.name()))
+            .collect();
+        let mut groups = Vec::new();
+        for id in curves {
+            let group = provider
+                .kx_groups
+                .iter()
+                .find(|g| u16::from(g.name()) == *id)
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--tls-curve-preferences: curve {id} is not supported; supported: {supported:?}"
+                    )
+                })?;
+            groups.push(*group);
+        }
+        provider.kx_groups = groups;
+    }
+    Ok(provider)
+}
+
+/// Builds the rustls server configuration from PEM bytes (ring provider narrowed by the settings,
+/// h2 and http/1.1).
 pub fn tls_config_from_pem(
     cert: &[u8],
     key: &[u8],
-    min: TlsVersion,
+    settings: &Settings,
 ) -> anyhow::Result<rustls::ServerConfig> {
+    let min = settings.tls_min_version;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
         .collect::<Result<_, _>>()
         .map_err(|e| anyhow::anyhow!("reading the certificate: {e}"))?;
@@ -88,9 +178,10 @@ pub fn tls_config_from_pem(
         TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
         TlsVersion::Tls13 => &[&rustls::version::TLS13],
     };
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(crypto_provider(
+        &settings.tls_cipher_suites,
+        &settings.tls_curve_preferences,
+    )?))
     .with_protocol_versions(versions)
     .context("choosing TLS versions")?
     .with_no_client_auth()
@@ -372,7 +463,7 @@ async fn reload_loop(
         if next == current {
             continue;
         }
-        match tls_config_from_pem(&cert, &key, settings.tls_min_version) {
+        match tls_config_from_pem(&cert, &key, &settings) {
             Ok(config) => {
                 tls.reload_from_config(Arc::new(config));
                 current = next;
@@ -398,11 +489,7 @@ pub async fn serve<L: Lookups>(
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let (cert, key) = read_pair(&settings.cert_path, &settings.key_path)?;
-    let tls = RustlsConfig::from_config(Arc::new(tls_config_from_pem(
-        &cert,
-        &key,
-        settings.tls_min_version,
-    )?));
+    let tls = RustlsConfig::from_config(Arc::new(tls_config_from_pem(&cert, &key, &settings)?));
     let state = AppState::new(lookups, metrics.clone());
     let handle: Handle<SocketAddr> = Handle::new();
 
@@ -462,4 +549,69 @@ pub async fn serve<L: Lookups>(
     };
     reloader.abort();
     result
+}
+
+#[cfg(test)]
+mod tls_policy_tests {
+    use super::crypto_provider;
+
+    #[test]
+    fn no_flags_keep_every_supported_suite_and_group() {
+        let all = rustls::crypto::ring::default_provider();
+        let p = crypto_provider(&[], &[]).unwrap();
+        assert_eq!(p.cipher_suites.len(), all.cipher_suites.len());
+        assert_eq!(p.kx_groups.len(), all.kx_groups.len());
+    }
+
+    #[test]
+    fn cipher_suites_narrow_tls12_and_keep_tls13() {
+        let p =
+            crypto_provider(&["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".to_owned()], &[]).unwrap();
+        let tls12: Vec<_> = p
+            .cipher_suites
+            .iter()
+            .filter(|s| s.version() == &rustls::version::TLS12)
+            .map(rustls::SupportedCipherSuite::suite)
+            .collect();
+        assert_eq!(
+            tls12,
+            vec![rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]
+        );
+        assert!(
+            p.cipher_suites
+                .iter()
+                .any(|s| s.version() == &rustls::version::TLS13)
+        );
+    }
+
+    #[test]
+    fn go_short_chacha_names_are_accepted() {
+        let p =
+            crypto_provider(&["TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305".to_owned()], &[]).unwrap();
+        assert!(p.cipher_suites.iter().any(
+            |s| s.suite() == rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+        ));
+    }
+
+    #[test]
+    fn an_unsupported_cipher_suite_is_an_error_naming_it() {
+        let err = crypto_provider(&["TLS_RSA_WITH_RC4_128_SHA".to_owned()], &[]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("\"TLS_RSA_WITH_RC4_128_SHA\" is not supported"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn curve_preferences_choose_and_order_groups() {
+        let p = crypto_provider(&[], &[23, 29]).unwrap();
+        let ids: Vec<u16> = p.kx_groups.iter().map(|g| u16::from(g.name())).collect();
+        assert_eq!(ids, vec![23, 29]);
+        let err = crypto_provider(&[], &[25]).unwrap_err();
+        assert!(
+            err.to_string().contains("curve 25 is not supported"),
+            "{err}"
+        );
+    }
 }

@@ -106,6 +106,8 @@ fn start_harness() -> anyhow::Result<Harness> {
                         cert_path: dir.path().join("tls.crt"),
                         key_path: dir.path().join("tls.key"),
                         tls_min_version: TlsVersion::Tls12,
+                        tls_cipher_suites: Vec::new(),
+                        tls_curve_preferences: Vec::new(),
                         reload_interval: Duration::from_secs(1),
                         insecure_diagnostics: true,
                     };
@@ -1131,6 +1133,8 @@ async fn the_serving_certificate_is_reloaded_when_the_files_rotate() -> anyhow::
         cert_path: dir.path().join("tls.crt"),
         key_path: dir.path().join("tls.key"),
         tls_min_version: TlsVersion::Tls12,
+        tls_cipher_suites: Vec::new(),
+        tls_curve_preferences: Vec::new(),
         reload_interval: Duration::from_millis(200),
         insecure_diagnostics: true,
     };
@@ -1246,6 +1250,8 @@ async fn secure_diagnostics_authenticate_and_authorize_the_scraper() -> anyhow::
         cert_path: dir.path().join("tls.crt"),
         key_path: dir.path().join("tls.key"),
         tls_min_version: TlsVersion::Tls13,
+        tls_cipher_suites: Vec::new(),
+        tls_curve_preferences: Vec::new(),
         reload_interval: Duration::from_secs(60),
         insecure_diagnostics: false,
     };
