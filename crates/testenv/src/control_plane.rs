@@ -2,20 +2,21 @@
 //! (ENGINEERING.md §2), on loopback, with TLS, RBAC, a service-account issuer and signing key and
 //! the API server's default admission plugins — a real cluster's API, minus nodes.
 //!
-//! Every process is started through `setpriv --pdeathsig KILL` from a thread that lives as long as
-//! the control plane, so nothing outlives the process that started it, even when that process is
-//! killed. Logs go to `<dir>/<process>.log`.
+//! Every process is started with [`crate::shim::spawn_tied`], so nothing outlives the process that
+//! started it, even when that process is killed. Logs go to `<dir>/<process>.log`.
 
 use anyhow::{Context as _, bail};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
 };
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::net::free_loopback_port;
+use crate::shim::spawn_tied;
 use crate::testbin;
 
 /// The controllers kube-controller-manager runs: what Jobs, garbage collection, namespaces and
@@ -45,12 +46,6 @@ pub struct Endpoints {
 pub struct ControlPlane {
     endpoints: Endpoints,
     processes: Vec<(&'static str, Child)>,
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    let listener =
-        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("finding a free loopback port")?;
-    Ok(listener.local_addr()?.port())
 }
 
 fn write(path: &Path, contents: &str) -> anyhow::Result<()> {
@@ -156,30 +151,21 @@ pub fn kubeconfig_yaml(
     )
 }
 
-/// Starts `binary args` with its output in `<dir>/<name>.log`, killed when its parent dies.
+/// Starts `binary args` with its output in `<dir>/<name>.log`, killed when this process exits.
 fn spawn(dir: &Path, name: &'static str, binary: &Path, args: &[String]) -> anyhow::Result<Child> {
     let log = std::fs::File::create(dir.join(format!("{name}.log")))
         .with_context(|| format!("creating {name}.log"))?;
     let err = log.try_clone()?;
-    Command::new("setpriv")
-        .arg("--pdeathsig")
-        .arg("KILL")
-        .arg("--")
-        .arg(binary)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(err)
-        .spawn()
-        .with_context(|| format!("starting {name} ({})", binary.display()))
+    let mut cmd = Command::new(binary);
+    cmd.args(args).stdin(Stdio::null()).stdout(log).stderr(err);
+    spawn_tied(cmd).with_context(|| format!("starting {name} ({})", binary.display()))
 }
 
 impl ControlPlane {
     /// Starts etcd, kube-apiserver and kube-controller-manager with their state under `dir`, and
     /// waits until the API server is ready and the controllers have published the root CA.
     ///
-    /// The processes die with the thread that calls this, so call it from a thread that lives as
-    /// long as the control plane should.
+    /// The processes also die with the process that started them, however it exits.
     pub fn start(dir: &Path) -> anyhow::Result<Self> {
         let started = Instant::now();
         std::fs::create_dir_all(dir)?;
@@ -196,8 +182,8 @@ impl ControlPlane {
             processes: Vec::new(),
         };
 
-        let etcd_client = free_port()?;
-        let etcd_peer = free_port()?;
+        let etcd_client = free_loopback_port()?;
+        let etcd_peer = free_loopback_port()?;
         let etcd_url = format!("http://127.0.0.1:{etcd_client}");
         let etcd = spawn(
             &dir,
@@ -216,7 +202,7 @@ impl ControlPlane {
         )?;
         cp.processes.push(("etcd", etcd));
 
-        let port = free_port()?;
+        let port = free_loopback_port()?;
         let server = format!("https://127.0.0.1:{port}");
         cp.endpoints.server.clone_from(&server);
         cp.endpoints.port = port;

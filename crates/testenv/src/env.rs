@@ -4,7 +4,6 @@
 use anyhow::Context as _;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::sync::mpsc;
 
 use crate::control_plane::{self, ControlPlane, Endpoints};
 use crate::kubelet::{Kubelet, KubeletConfig, KubeletInfo, scratch_dir};
@@ -35,7 +34,7 @@ pub fn crd_dirs() -> Vec<PathBuf> {
 /// kubelet start on first use, so tests that only need the API server never pay for them.
 #[derive(Debug)]
 pub struct TestEnv {
-    endpoints: Endpoints,
+    control_plane: ControlPlane,
     registry: OnceLock<Result<Registry, String>>,
     kubelet: OnceLock<Result<KubeletInfo, String>>,
 }
@@ -63,49 +62,34 @@ where
 
 impl TestEnv {
     /// The environment shared by every test of this test binary, started on first use: a control
-    /// plane with CAPTF's and Cluster API's CRDs installed. Its processes live on a dedicated
-    /// thread and die with the test process; its files live in a per-process scratch directory
-    /// removed by the next run once this process is gone.
+    /// plane with CAPTF's and Cluster API's CRDs installed. Its processes die with the test
+    /// process; its files live in a per-process scratch directory removed by the next run once
+    /// this process is gone.
     pub fn shared() -> anyhow::Result<&'static TestEnv> {
         SHARED
-            .get_or_init(|| Self::start_on_own_thread().map_err(|e| format!("{e:#}")))
+            .get_or_init(|| Self::start().map_err(|e| format!("{e:#}")))
             .as_ref()
             .map_err(|e| anyhow::anyhow!("the test environment failed to start: {e}"))
     }
 
-    fn start_on_own_thread() -> anyhow::Result<TestEnv> {
-        let (tx, rx) = mpsc::channel();
+    /// Starts the control plane on a thread of its own: starting blocks on its own runtime, and
+    /// callers may be inside a tokio runtime already (a `#[tokio::test]`).
+    fn start() -> anyhow::Result<TestEnv> {
         std::thread::Builder::new()
             .name("captf-testenv".into())
-            .spawn(move || {
-                let started = (|| -> anyhow::Result<ControlPlane> {
-                    let dir = scratch_dir("captf-testenv")?;
-                    let mut cp = ControlPlane::start(&dir)?;
-                    cp.install_crds(&crd_dirs())?;
-                    Ok(cp)
-                })();
-                match started {
-                    Ok(cp) => {
-                        let _ = tx.send(Ok(TestEnv::new(cp.endpoints().clone())));
-                        // The processes are tied to this thread's life: keep it (and them) until
-                        // the test process exits.
-                        let _keep = cp;
-                        loop {
-                            std::thread::park();
-                        }
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                    }
-                }
+            .spawn(|| -> anyhow::Result<TestEnv> {
+                let mut cp = ControlPlane::start(&scratch_dir("captf-testenv")?)?;
+                cp.install_crds(&crd_dirs())?;
+                Ok(TestEnv::new(cp))
             })
-            .context("spawning the test environment thread")?;
-        rx.recv().context("the test environment thread died")?
+            .context("spawning the test environment thread")?
+            .join()
+            .map_err(|_| anyhow::anyhow!("starting the test environment panicked"))?
     }
 
-    fn new(endpoints: Endpoints) -> Self {
+    fn new(control_plane: ControlPlane) -> Self {
         TestEnv {
-            endpoints,
+            control_plane,
             registry: OnceLock::new(),
             kubelet: OnceLock::new(),
         }
@@ -113,20 +97,20 @@ impl TestEnv {
 
     /// Files and endpoints of the control plane.
     pub fn endpoints(&self) -> &Endpoints {
-        &self.endpoints
+        self.control_plane.endpoints()
     }
 
     /// A new admin client. Create one per test: a client belongs to the tokio runtime it was
     /// first used on.
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
-        control_plane::client_for(&self.endpoints.kubeconfig).await
+        control_plane::client_for(&self.endpoints().kubeconfig).await
     }
 
     /// The OCI registry on loopback (started on first use), where tests push module images.
     pub fn registry(&self) -> anyhow::Result<&Registry> {
         self.registry
             .get_or_init(|| {
-                let dir = self.endpoints.dir.join("registry");
+                let dir = self.endpoints().dir.join("registry");
                 on_own_runtime(move || Registry::start(dir)).map_err(|e| format!("{e:#}"))
             })
             .as_ref()
@@ -141,9 +125,9 @@ impl TestEnv {
             .get_or_init(|| {
                 (|| {
                     let mut cfg =
-                        KubeletConfig::new("captf-testenv", self.endpoints.dir.join("kubelet"));
+                        KubeletConfig::new("captf-testenv", self.endpoints().dir.join("kubelet"));
                     cfg.shim_binary = Some(crate::shim::binary_path()?);
-                    Kubelet::start_in_background(&self.endpoints.kubeconfig, cfg)
+                    Kubelet::start_in_background(&self.endpoints().kubeconfig, cfg)
                 })()
                 .map_err(|e: anyhow::Error| format!("{e:#}"))
             })

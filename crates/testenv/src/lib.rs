@@ -14,6 +14,7 @@ pub mod env;
 pub mod fixture;
 pub mod image;
 pub mod kubelet;
+pub mod net;
 pub mod registry;
 pub mod shim;
 pub mod testbin;

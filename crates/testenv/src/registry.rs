@@ -1,7 +1,6 @@
 //! An OCI registry on loopback: `crane registry serve` (go-containerregistry, built from source
 //! by `hack/testbin.sh`) with its blobs on disk, plain HTTP, no authentication.
 
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,10 +42,7 @@ impl Registry {
         let mut last_err = None;
         // A free port can be taken between probing and binding: retry a few times.
         for _ in 0..3 {
-            let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-                .and_then(|l| l.local_addr())
-                .context("finding a free loopback port")?
-                .port();
+            let port = crate::net::free_loopback_port()?;
             let log = std::fs::File::create(dir.join("registry.log"))?;
             let mut cmd = Command::new(&crane);
             cmd.args(["registry", "serve", "--address"])

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
@@ -1101,10 +1101,23 @@ async fn metrics_health_and_readiness_are_served() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-        .local_addr()?
-        .port())
+/// Posts `body` to `url` until `client` gets an answer (its TLS handshake succeeds), for at most
+/// ten seconds; fails with `what` otherwise.
+async fn wait_until_served<B>(
+    client: &reqwest::Client,
+    url: &str,
+    body: &B,
+    what: &str,
+) -> anyhow::Result<()>
+where
+    B: Clone + Into<reqwest::Body>,
+{
+    let started = Instant::now();
+    while client.post(url).body(body.clone()).send().await.is_err() {
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(10), "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
 }
 
 fn https_client(ca_pem: &str) -> anyhow::Result<reqwest::Client> {
@@ -1159,20 +1172,7 @@ async fn the_serving_certificate_is_reloaded_when_the_files_rotate() -> anyhow::
     );
     let old_client = https_client(&old_ca.pem)?;
     let new_client = https_client(&new_ca.pem)?;
-    let started = Instant::now();
-    while old_client
-        .post(&url)
-        .body(body.clone())
-        .send()
-        .await
-        .is_err()
-    {
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(10),
-            "the server never answered"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until_served(&old_client, &url, &body, "the server never answered").await?;
     assert!(
         new_client
             .post(&url)
@@ -1195,20 +1195,7 @@ async fn the_serving_certificate_is_reloaded_when_the_files_rotate() -> anyhow::
     );
     // The full rotation is picked up.
     new_ca.write_serving_pair(dir.path());
-    let started = Instant::now();
-    while new_client
-        .post(&url)
-        .body(body.clone())
-        .send()
-        .await
-        .is_err()
-    {
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(10),
-            "the rotation was never served"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until_served(&new_client, &url, &body, "the rotation was never served").await?;
     assert!(
         old_client
             .post(&url)
@@ -1369,7 +1356,7 @@ async fn the_binary_serves_until_sigterm_and_fails_without_a_certificate() -> an
     let env = TestEnv::shared()?;
     let dir = tempfile::tempdir()?;
     TestCa::new("bin-ca").write_serving_pair(dir.path());
-    let health = free_port()?;
+    let health = testenv::net::free_loopback_port()?;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_webhook"))
         .arg(format!(
             "--kubeconfig={}",
