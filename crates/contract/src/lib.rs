@@ -6,6 +6,7 @@
 
 pub mod canonical;
 pub mod hash;
+pub mod hcl;
 pub mod health;
 pub mod image_ref;
 pub mod inputs;

@@ -13,33 +13,7 @@ pub fn cli_tfrc(providers: &Path) -> Option<String> {
     ))
 }
 
-/// A quoted HCL string literal: backslashes, quotes and control characters escaped, and `${`
-/// and `%{` doubled so a path is never read as a template.
-pub fn hcl_string(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() + 2);
-    out.push('"');
-    let mut chars = value.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '$' | '%' if chars.peek() == Some(&'{') => {
-                out.push(c);
-                out.push(c);
-            }
-            c if c.is_control() => {
-                use std::fmt::Write as _;
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+use contract::hcl::hcl_string;
 
 #[cfg(test)]
 mod tests {
@@ -62,12 +36,5 @@ mod tests {
 "#
         );
         assert!(!text.contains("plugin_cache_dir"));
-    }
-
-    #[test]
-    fn odd_paths_are_quoted_not_interpreted() {
-        assert_eq!(hcl_string(r#"/a "b"\c"#), r#""/a \"b\"\\c""#);
-        assert_eq!(hcl_string("/p/${x}/%{y}"), r#""/p/$${x}/%%{y}""#);
-        assert_eq!(hcl_string("/a\nb"), r#""/a\nb""#);
     }
 }

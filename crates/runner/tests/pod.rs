@@ -8,12 +8,11 @@
 //!
 //! Needs root (the kubelet's namespaces and mounts), the test binaries (`make testbin`), the
 //! `captf-testenv` binary (`cargo build -p captf-testenv`) and a static runner (see
-//! [`static_runner`]); skipped with a message when one of the last two is missing.
+//! [`testenv::testbin::static_runner`]); skipped with a message when one of the last two is missing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
@@ -24,60 +23,6 @@ use kube::api::{DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 use testenv::TestEnv;
 use testenv::image::{ModuleImage, push_module_image, push_runner_image};
-
-/// The static runner: `$CAPTF_RUNNER_BIN`, else the cross-target build in this target directory
-/// (`RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p runner --target
-/// x86_64-unknown-linux-gnu`, release or debug).
-fn static_runner() -> Option<PathBuf> {
-    let candidates: Vec<PathBuf> = if let Some(p) = std::env::var_os("CAPTF_RUNNER_BIN") {
-        vec![PathBuf::from(p)]
-    } else {
-        let exe = std::env::current_exe().ok()?;
-        // <target>/debug/deps/pod-<hash>
-        let target = exe.parent()?.parent()?.parent()?.to_path_buf();
-        ["release", "debug"]
-            .iter()
-            .map(|p| {
-                target
-                    .join("x86_64-unknown-linux-gnu")
-                    .join(p)
-                    .join("runner")
-            })
-            .collect()
-    };
-    let required = std::env::var_os("CAPTF_RUNNER_BIN").is_some();
-    let found = candidates.into_iter().find(|p| is_static(p));
-    assert!(
-        found.is_some() || !required,
-        "CAPTF_RUNNER_BIN does not name a static runner binary"
-    );
-    if found.is_none() {
-        eprintln!(
-            "SKIPPED: no static runner; build one with RUSTFLAGS='-C target-feature=+crt-static' \
-             cargo build --release -p runner --target x86_64-unknown-linux-gnu (or set \
-             CAPTF_RUNNER_BIN)"
-        );
-    }
-    found
-}
-
-/// Whether an ELF file has no program interpreter (static or static-pie).
-fn is_static(path: &std::path::Path) -> bool {
-    let Ok(data) = std::fs::read(path) else {
-        return false;
-    };
-    if data.len() < 64 || &data[..4] != b"\x7fELF" || data[4] != 2 {
-        return false;
-    }
-    let u16_at = |o: usize| u16::from_le_bytes([data[o], data[o + 1]]);
-    let phoff = usize::try_from(u64::from_le_bytes(data[32..40].try_into().unwrap())).unwrap();
-    let phentsize = usize::from(u16_at(54));
-    let phnum = usize::from(u16_at(56));
-    (0..phnum).all(|i| {
-        let o = phoff + i * phentsize;
-        o + 4 <= data.len() && u32::from_le_bytes(data[o..o + 4].try_into().unwrap()) != 3
-    })
-}
 
 /// The shared test environment with its registry and process kubelet.
 fn shared() -> &'static TestEnv {
@@ -251,7 +196,7 @@ async fn an_apply_job_runs_the_runner_inside_the_module_image() {
     if common::tofu().is_none() {
         return;
     }
-    let Some(runner) = static_runner() else {
+    let Some(runner) = testenv::testbin::static_runner() else {
         return;
     };
     let env = shared();

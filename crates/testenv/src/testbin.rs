@@ -94,6 +94,66 @@ pub fn path(binary: &str) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// The static runner: `$CAPTF_RUNNER_BIN`, else the cross-target build in this target directory
+/// (`RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p runner --target
+/// x86_64-unknown-linux-gnu`, release or debug).
+pub fn static_runner() -> Option<PathBuf> {
+    let candidates: Vec<PathBuf> = if let Some(p) = std::env::var_os("CAPTF_RUNNER_BIN") {
+        vec![PathBuf::from(p)]
+    } else {
+        let exe = std::env::current_exe().ok()?;
+        // <target>/debug/deps/<test>-<hash>
+        let target = exe.parent()?.parent()?.parent()?.to_path_buf();
+        ["release", "debug"]
+            .iter()
+            .map(|p| {
+                target
+                    .join("x86_64-unknown-linux-gnu")
+                    .join(p)
+                    .join("runner")
+            })
+            .collect()
+    };
+    let required = std::env::var_os("CAPTF_RUNNER_BIN").is_some();
+    let found = candidates.into_iter().find(|p| is_static(p));
+    assert!(
+        found.is_some() || !required,
+        "CAPTF_RUNNER_BIN does not name a static runner binary"
+    );
+    if found.is_none() {
+        eprintln!(
+            "SKIPPED: no static runner; build one with RUSTFLAGS='-C target-feature=+crt-static' \
+             cargo build --release -p runner --target x86_64-unknown-linux-gnu (or set \
+             CAPTF_RUNNER_BIN)"
+        );
+    }
+    found
+}
+
+/// Whether an ELF file has no program interpreter (static or static-pie).
+pub fn is_static(path: &std::path::Path) -> bool {
+    let Ok(data) = std::fs::read(path) else {
+        return false;
+    };
+    if data.len() < 64 || &data[..4] != b"\x7fELF" || data[4] != 2 {
+        return false;
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([data[o], data[o + 1]]);
+    let mut phoff_bytes = [0u8; 8];
+    phoff_bytes.copy_from_slice(&data[32..40]);
+    let Ok(phoff) = usize::try_from(u64::from_le_bytes(phoff_bytes)) else {
+        return false;
+    };
+    let phentsize = usize::from(u16_at(54));
+    let phnum = usize::from(u16_at(56));
+    (0..phnum).all(|i| {
+        let o = phoff + i * phentsize;
+        // PT_INTERP (3) names a dynamic loader.
+        o + 4 <= data.len()
+            && u32::from_le_bytes([data[o], data[o + 1], data[o + 2], data[o + 3]]) != 3
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
