@@ -117,10 +117,15 @@ pub async fn subject_access(
 
 /// A review of `get` on a non-resource URL (the diagnostics endpoint's authorization).
 pub fn non_resource_get(user: &UserInfo, path: &str) -> SubjectAccessReviewSpec {
+    non_resource_review(user, path, "get")
+}
+
+/// A review of `verb` (the lower-cased HTTP method) on a non-resource URL `path`.
+pub fn non_resource_review(user: &UserInfo, path: &str, verb: &str) -> SubjectAccessReviewSpec {
     SubjectAccessReviewSpec {
         non_resource_attributes: Some(NonResourceAttributes {
             path: Some(path.to_owned()),
-            verb: Some("get".to_owned()),
+            verb: Some(verb.to_owned()),
         }),
         ..review_for(user)
     }
