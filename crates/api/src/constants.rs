@@ -438,6 +438,9 @@ pub mod events {
     pub const WAITING_FOR_CLUSTER_OPERATION: &str = "WaitingForClusterOperation";
     pub const WAITING_FOR_MACHINE_OPERATIONS: &str = "WaitingForMachineOperations";
     pub const WAITING_FOR_RUN_LEASE: &str = "WaitingForRunLease";
+    /// A `spec.jobs.env` entry named `TF_*` or `KUBE_*` was left out of a Job (Warning). The
+    /// published reference documents the event without naming its reason; this is CAPTF's name.
+    pub const JOB_ENV_DROPPED: &str = "JobEnvDropped";
 
     /// Events the runner posts from inside a Job (reporting controller [`RUNNER_CONTROLLER`]).
     pub mod runner {

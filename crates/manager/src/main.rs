@@ -1,18 +1,133 @@
-//! The CAPTF manager: reconciles TerraformCluster, TerraformMachine, TerraformMachinePool and TerraformClusterIdentity.
-//!
-//! Only `version` exists so far; the commands of this binary land with their own issue.
+//! The CAPTF manager binary (INTERFACE-FACTS §4 "Manager flags"): reconciles TerraformCluster,
+//! TerraformMachine and TerraformClusterIdentity, serves metrics and health, and holds a leader
+//! Lease while it reconciles.
 
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
+use manager::context::{Context, Settings};
+use manager::leader::Election;
+use manager::metrics::Metrics;
+
+/// Parses a Go-style duration (`30m`, `10m0s`, `15s`, `1h30m`, `500ms`).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let mut total = Duration::ZERO;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err("empty duration".to_owned());
+    }
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    while !rest.is_empty() {
+        let digits: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        if digits.is_empty() {
+            return Err(format!("invalid duration {s:?}"));
+        }
+        rest = &rest[digits.len()..];
+        let unit: String = rest.chars().take_while(char::is_ascii_alphabetic).collect();
+        rest = &rest[unit.len()..];
+        let value: f64 = digits
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}"))?;
+        let secs = match unit.as_str() {
+            "h" => value * 3600.0,
+            "m" => value * 60.0,
+            "s" => value,
+            "ms" => value / 1000.0,
+            _ => return Err(format!("invalid unit {unit:?} in duration {s:?}")),
+        };
+        total += Duration::from_secs_f64(secs);
+    }
+    Ok(total)
+}
 
 #[derive(Debug, Parser)]
 #[command(
     name = "manager",
     version,
-    about = "The CAPTF manager: reconciles TerraformCluster, TerraformMachine, TerraformMachinePool and TerraformClusterIdentity"
+    about = "The CAPTF manager: reconciles TerraformCluster, TerraformMachine and TerraformClusterIdentity"
 )]
+#[allow(clippy::struct_excessive_bools)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// Path to a kubeconfig (out of cluster); in-cluster config or $KUBECONFIG otherwise.
+    #[arg(long, global = true)]
+    kubeconfig: Option<String>,
+    /// Image of the Jobs' init container holding /runner; defaults to $CAPTF_MANAGER_IMAGE.
+    #[arg(long, env = "CAPTF_MANAGER_IMAGE", default_value = "")]
+    runner_image: String,
+    /// Serialize a cluster's own apply/destroy/restore with its machines' (cluster write Lease).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    cluster_operation_gate: bool,
+    /// Let runners post progress events on the objects they run for.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    runner_events: bool,
+    /// Drift interval when neither the object nor its cluster's defaults set one.
+    #[arg(long, default_value = "30m0s", value_parser = parse_duration)]
+    drift_default_interval: Duration,
+    /// State backups kept per object (0 takes none).
+    #[arg(long, default_value_t = 5)]
+    state_backups: u32,
+    /// Watch one namespace only (identities are always cluster-wide).
+    #[arg(long, default_value = "")]
+    namespace: String,
+    /// Only reconcile objects labelled cluster.x-k8s.io/watch-filter=<value>.
+    #[arg(long, default_value = "")]
+    watch_filter: String,
+    /// Resync period: every object is reconciled at least this often.
+    #[arg(long, default_value = "10m0s", value_parser = parse_duration)]
+    sync_period: Duration,
+    /// Parallel TerraformCluster reconciles.
+    #[arg(long, default_value_t = 10)]
+    terraformcluster_concurrency: u16,
+    /// Parallel TerraformMachine reconciles.
+    #[arg(long, default_value_t = 10)]
+    terraformmachine_concurrency: u16,
+    /// Reconcile only while holding the leader Lease.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    leader_elect: bool,
+    /// Namespace of the leader Lease; defaults to $POD_NAMESPACE, else captf-system.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "captf-system")]
+    leader_elect_namespace: String,
+    /// Leader Lease duration.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    leader_elect_lease_duration: Duration,
+    /// Leader Lease renew deadline.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    leader_elect_renew_deadline: Duration,
+    /// Leader Lease retry period.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    leader_elect_retry_period: Duration,
+    /// Metrics endpoint address.
+    #[arg(long, default_value = ":8443")]
+    diagnostics_address: String,
+    /// Serve metrics over plain HTTP without authentication.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    insecure_diagnostics: bool,
+    /// Health and readiness endpoint address.
+    #[arg(long, default_value = ":9440")]
+    health_addr: String,
+    /// Minimum TLS version of the metrics server.
+    #[arg(long, default_value = "VersionTLS12")]
+    tls_min_version: String,
+    /// Allowed TLS cipher suites (Go names), comma separated.
+    #[arg(long, value_delimiter = ',')]
+    tls_cipher_suites: Vec<String>,
+    /// Allowed TLS curves (Go CurveID numbers), comma separated.
+    #[arg(long, value_delimiter = ',')]
+    tls_curve_preferences: Vec<u16>,
+    /// Log verbosity (0-5); 2 logs every Job the manager creates.
+    #[arg(short = 'v', long = "v", default_value_t = 2)]
+    verbosity: u8,
+    /// Log format: text or json.
+    #[arg(long, default_value = "text")]
+    logging_format: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -21,9 +136,154 @@ enum Command {
     Version,
 }
 
-fn main() {
+fn init_logging(cli: &Cli) -> anyhow::Result<()> {
+    let level = match cli.verbosity {
+        0 => "warn",
+        1 => "info,manager=info",
+        2 => "info",
+        3 | 4 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(level)?;
+    match cli.logging_format.as_str() {
+        "text" => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        "json" => tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init(),
+        other => bail!("--logging-format must be text or json, not {other:?}"),
+    }
+    Ok(())
+}
+
+async fn client(kubeconfig: Option<&str>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading --kubeconfig {path}"))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Version => println!("manager {}", env!("CARGO_PKG_VERSION")),
+    if let Some(Command::Version) = cli.command {
+        println!("manager {}", env!("CARGO_PKG_VERSION"));
+        return Ok(());
+    }
+    init_logging(&cli)?;
+    if cli.runner_image.is_empty() {
+        bail!(
+            "--runner-image is empty and $CAPTF_MANAGER_IMAGE is unset: the Jobs' init container needs an image holding /runner"
+        );
+    }
+    let client = client(cli.kubeconfig.as_deref()).await?;
+    let instance = std::env::var("POD_NAME")
+        .unwrap_or_else(|_| format!("captf-manager-{}", std::process::id()));
+    let settings = Settings {
+        runner_image: cli.runner_image.clone(),
+        cluster_operation_gate: cli.cluster_operation_gate,
+        runner_events: cli.runner_events,
+        drift_default_interval: cli.drift_default_interval,
+        state_backups: cli.state_backups,
+        namespace: Some(cli.namespace.clone()).filter(|n| !n.is_empty()),
+        watch_filter: Some(cli.watch_filter.clone()).filter(|n| !n.is_empty()),
+        sync_period: cli.sync_period,
+        cluster_concurrency: cli.terraformcluster_concurrency,
+        machine_concurrency: cli.terraformmachine_concurrency,
+        instance: instance.clone(),
+    };
+    let metrics = Metrics::new();
+    let ready = manager::diagnostics::Readiness::default();
+    let diag = manager::diagnostics::DiagnosticsSettings {
+        health_addr: cli.health_addr.clone(),
+        diagnostics_addr: cli.diagnostics_address.clone(),
+        insecure: cli.insecure_diagnostics,
+        tls_min_version: cli.tls_min_version.clone(),
+        cipher_suites: cli.tls_cipher_suites.clone(),
+        curve_preferences: cli.tls_curve_preferences.clone(),
+    };
+    let servers = manager::diagnostics::serve(
+        diag,
+        metrics.clone(),
+        ready.clone(),
+        client.clone(),
+        shutdown_signal(),
+    );
+    let servers = tokio::spawn(servers);
+
+    // Ready as soon as the servers run, leader or not: a rolling update waits for the new pod's
+    // readiness while the old one still holds the Lease.
+    ready.set_ready();
+    if cli.leader_elect {
+        let election = Election {
+            namespace: cli.leader_elect_namespace.clone(),
+            identity: instance,
+            lease_duration: cli.leader_elect_lease_duration,
+            renew_deadline: cli.leader_elect_renew_deadline,
+            retry_period: cli.leader_elect_retry_period,
+        };
+        election.acquire(&client).await;
+        let ctx = Context::new(client.clone(), settings, metrics);
+        let lost = {
+            let client = client.clone();
+            async move { election.hold(&client).await }
+        };
+        tokio::select! {
+            () = manager::controller::run(ctx, shutdown_signal()) => {}
+            () = lost => bail!("lost the leader Lease; exiting so another manager takes over"),
+        }
+    } else {
+        let ctx = Context::new(client, settings, metrics);
+        manager::controller::run(ctx, shutdown_signal()).await;
+    }
+    servers.abort();
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
+        let _ = ctrl_c.await;
+        return;
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_duration("30m0s").unwrap(), Duration::from_secs(1800));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("10x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn flags_parse_with_defaults() {
+        let cli = Cli::try_parse_from(["manager", "--runner-image=r:1"]).unwrap();
+        assert!(cli.leader_elect);
+        assert!(cli.cluster_operation_gate);
+        assert_eq!(cli.sync_period, Duration::from_secs(600));
+        let cli = Cli::try_parse_from(["manager", "--leader-elect=false"]).unwrap();
+        assert!(!cli.leader_elect);
+        // The shipped Deployment passes the bare flag.
+        let cli =
+            Cli::try_parse_from(["manager", "--leader-elect", "--insecure-diagnostics"]).unwrap();
+        assert!(cli.leader_elect && cli.insecure_diagnostics);
     }
 }

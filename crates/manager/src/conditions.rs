@@ -1,0 +1,284 @@
+//! The conditions a reconcile pass sets (INTERFACE-FACTS §1 "Conditions", The Reconcile
+//! Lifecycle "One pass, one status patch"): setting one with its transition time, the `Ready`
+//! summary per phase, and the transitions a pass made, for events and metrics.
+
+use api::constants::{conditions as ctype, reasons};
+use contract::health::ConditionStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// The longest condition message the API accepts.
+pub const MAX_MESSAGE: usize = 32_768;
+
+/// One condition that changed status or reason in this pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    /// The condition type.
+    pub type_: String,
+    /// The previous status, `None` when the condition is new.
+    pub from: Option<String>,
+    /// The new status.
+    pub status: String,
+    /// The new reason.
+    pub reason: String,
+    /// The new message.
+    pub message: String,
+}
+
+impl Transition {
+    /// Whether the new value is a bad state for the condition's polarity (False for normal
+    /// polarity, True for negative).
+    pub fn is_bad(&self) -> bool {
+        if ctype::NEGATIVE_POLARITY.contains(&self.type_.as_str()) {
+            self.status == "True"
+        } else {
+            self.status == "False"
+        }
+    }
+
+    /// Whether the status itself changed (not only the reason or message).
+    pub fn status_changed(&self) -> bool {
+        self.from.as_deref() != Some(self.status.as_str())
+    }
+}
+
+/// The conditions of one object, as this pass leaves them.
+#[derive(Debug, Clone)]
+pub struct Conditions {
+    list: Vec<Condition>,
+    generation: Option<i64>,
+    now: Time,
+    transitions: Vec<Transition>,
+}
+
+impl Conditions {
+    /// Starts from the object's current conditions.
+    pub fn new(current: Option<Vec<Condition>>, generation: Option<i64>, now: Time) -> Self {
+        Self {
+            list: current.unwrap_or_default(),
+            generation,
+            now,
+            transitions: Vec::new(),
+        }
+    }
+
+    /// Sets a condition; its transition time moves only when its status changes.
+    pub fn set(&mut self, type_: &str, status: ConditionStatus, reason: &str, message: &str) {
+        let message = cap(message);
+        let status = status.as_str();
+        if let Some(c) = self.list.iter_mut().find(|c| c.type_ == type_) {
+            if c.status == status && c.reason == reason && c.message == message {
+                c.observed_generation = self.generation;
+                return;
+            }
+            let from = c.status.clone();
+            if c.status != status {
+                c.last_transition_time = self.now.clone();
+            }
+            if c.status != status || c.reason != reason {
+                self.transitions.push(Transition {
+                    type_: type_.to_owned(),
+                    from: Some(from),
+                    status: status.to_owned(),
+                    reason: reason.to_owned(),
+                    message: message.clone(),
+                });
+            }
+            status.clone_into(&mut c.status);
+            reason.clone_into(&mut c.reason);
+            c.message = message;
+            c.observed_generation = self.generation;
+        } else {
+            self.transitions.push(Transition {
+                type_: type_.to_owned(),
+                from: None,
+                status: status.to_owned(),
+                reason: reason.to_owned(),
+                message: message.clone(),
+            });
+            self.list.push(Condition {
+                type_: type_.to_owned(),
+                status: status.to_owned(),
+                reason: reason.to_owned(),
+                message,
+                last_transition_time: self.now.clone(),
+                observed_generation: self.generation,
+            });
+        }
+    }
+
+    /// Sets a condition only when it has no value yet.
+    pub fn set_if_missing(
+        &mut self,
+        type_: &str,
+        status: ConditionStatus,
+        reason: &str,
+        message: &str,
+    ) {
+        if self.get(type_).is_none() {
+            self.set(type_, status, reason, message);
+        }
+    }
+
+    /// A condition by type.
+    pub fn get(&self, type_: &str) -> Option<&Condition> {
+        self.list.iter().find(|c| c.type_ == type_)
+    }
+
+    /// The status of a condition, `None` when unset.
+    pub fn status(&self, type_: &str) -> Option<&str> {
+        self.get(type_).map(|c| c.status.as_str())
+    }
+
+    /// The reason of a condition, `None` when unset.
+    pub fn reason(&self, type_: &str) -> Option<&str> {
+        self.get(type_).map(|c| c.reason.as_str())
+    }
+
+    /// Sets `Ready` from the conditions that feed it in this phase (INTERFACE-FACTS §1 "Ready
+    /// summarization"): any input False makes it False/NotReady, else any Unknown or missing
+    /// input makes it Unknown/ReadyUnknown, else True/Ready. Negative-polarity inputs
+    /// (`Deleting`) count as False when True.
+    pub fn summarize_ready(&mut self, inputs: &[&str]) {
+        let mut falses = Vec::new();
+        let mut unknowns = Vec::new();
+        for input in inputs {
+            let negative = ctype::NEGATIVE_POLARITY.contains(input);
+            match self.get(input) {
+                None => unknowns.push(format!("{input} not yet reported")),
+                Some(c) => {
+                    let bad = if negative {
+                        c.status == "True"
+                    } else {
+                        c.status == "False"
+                    };
+                    if bad {
+                        falses.push(format!("{input}: {}", c.reason));
+                    } else if c.status == "Unknown" {
+                        unknowns.push(format!("{input}: {}", c.reason));
+                    }
+                }
+            }
+        }
+        if !falses.is_empty() {
+            let msg = falses.join("; ");
+            self.set(
+                ctype::READY,
+                ConditionStatus::False,
+                reasons::NOT_READY,
+                &msg,
+            );
+        } else if !unknowns.is_empty() {
+            let msg = unknowns.join("; ");
+            self.set(
+                ctype::READY,
+                ConditionStatus::Unknown,
+                reasons::READY_UNKNOWN,
+                &msg,
+            );
+        } else {
+            self.set(
+                ctype::READY,
+                ConditionStatus::True,
+                reasons::READY,
+                "The infrastructure is ready",
+            );
+        }
+    }
+
+    /// The transitions made so far.
+    pub fn transitions(&self) -> &[Transition] {
+        &self.transitions
+    }
+
+    /// The conditions, sorted by type for a stable status.
+    pub fn into_list(mut self) -> Vec<Condition> {
+        self.list.sort_by(|a, b| a.type_.cmp(&b.type_));
+        self.list
+    }
+}
+
+/// A message capped to the API's limit, on a character boundary.
+fn cap(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message.to_owned();
+    }
+    let mut end = MAX_MESSAGE;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(secs: i64) -> Time {
+        Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    #[test]
+    fn transition_time_moves_only_with_status() {
+        let mut c = Conditions::new(None, Some(1), at(10));
+        c.set("X", ConditionStatus::Unknown, "A", "m");
+        let list = c.into_list();
+        let mut c = Conditions::new(Some(list), Some(2), at(20));
+        c.set("X", ConditionStatus::Unknown, "B", "m2");
+        assert_eq!(c.get("X").unwrap().last_transition_time, at(10));
+        assert_eq!(c.transitions().len(), 1);
+        c.set("X", ConditionStatus::True, "B", "m2");
+        assert_eq!(c.get("X").unwrap().last_transition_time, at(20));
+        assert_eq!(c.transitions().len(), 2);
+    }
+
+    #[test]
+    fn same_value_is_no_transition() {
+        let mut c = Conditions::new(None, None, at(1));
+        c.set("X", ConditionStatus::True, "A", "m");
+        let list = c.into_list();
+        let mut c = Conditions::new(Some(list), None, at(2));
+        c.set("X", ConditionStatus::True, "A", "m");
+        assert!(c.transitions().is_empty());
+    }
+
+    #[test]
+    fn ready_summary_false_wins_over_unknown() {
+        let mut c = Conditions::new(None, None, at(1));
+        c.set("A", ConditionStatus::Unknown, "Wait", "");
+        c.set("B", ConditionStatus::False, "Bad", "");
+        c.summarize_ready(&["A", "B"]);
+        assert_eq!(c.status(ctype::READY), Some("False"));
+        assert_eq!(c.reason(ctype::READY), Some(reasons::NOT_READY));
+    }
+
+    #[test]
+    fn ready_summary_counts_deleting_true_as_bad() {
+        let mut c = Conditions::new(None, None, at(1));
+        c.set(
+            ctype::INFRASTRUCTURE_HEALTHY,
+            ConditionStatus::True,
+            "Healthy",
+            "",
+        );
+        c.set(ctype::DELETING, ConditionStatus::True, "Deleting", "");
+        c.summarize_ready(ctype::READY_INPUTS_PROVISIONED);
+        assert_eq!(c.status(ctype::READY), Some("False"));
+        c.set(ctype::DELETING, ConditionStatus::False, "NotDeleting", "");
+        c.summarize_ready(ctype::READY_INPUTS_PROVISIONED);
+        assert_eq!(c.status(ctype::READY), Some("True"));
+    }
+
+    #[test]
+    fn missing_input_is_unknown() {
+        let mut c = Conditions::new(None, None, at(1));
+        c.summarize_ready(&["A"]);
+        assert_eq!(c.status(ctype::READY), Some("Unknown"));
+    }
+
+    #[test]
+    fn long_messages_are_capped_on_a_char_boundary() {
+        let long = "é".repeat(MAX_MESSAGE);
+        assert!(cap(&long).len() <= MAX_MESSAGE);
+    }
+}

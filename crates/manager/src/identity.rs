@@ -1,0 +1,474 @@
+//! Identities and the credential mirror (spec: Identities and Credentials "How credentials reach
+//! a Job", "Revoke access"; INTERFACE-FACTS §1 `IdentityAllowed`, `CredentialsMirrored`, §9
+//! `captf-creds-<identity>`): which TerraformClusterIdentity an object resolves to, whether it
+//! allows the namespace, and the namespace's mirror of its Secret, owned by every object using it.
+
+use std::collections::BTreeMap;
+
+use api::cluster::TerraformCluster;
+use api::constants::{annotations, conditions as ctype, events, labels, reasons};
+use api::identity::TerraformClusterIdentity;
+use contract::health::ConditionStatus;
+use contract::names::credential_mirror_secret_name;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use sha2::{Digest, Sha256};
+
+use crate::conditions::Conditions;
+use crate::decide::GateBlock;
+use crate::events::Outbox;
+use crate::kubeutil::{get_opt, is_not_found};
+
+/// The identity an object resolves to: its own `identityRef`, else the cluster's
+/// `spec.defaults.identityRef`, else the cluster's own `spec.identityRef`.
+pub fn resolve_identity_name(
+    own: Option<&str>,
+    cluster: Option<&TerraformCluster>,
+) -> Option<String> {
+    if let Some(own) = own.filter(|n| !n.is_empty()) {
+        return Some(own.to_owned());
+    }
+    let cluster = cluster?;
+    cluster
+        .spec
+        .defaults
+        .as_ref()
+        .and_then(|d| d.identity_ref.as_ref())
+        .or(cluster.spec.workspace.identity_ref.as_ref())
+        .map(|r| r.name.clone())
+        .filter(|n| !n.is_empty())
+}
+
+/// The hash recorded as `captf.io/source-hash` on a mirror: SHA-256 over the sorted keys and
+/// values of the source Secret's data.
+pub fn source_hash(data: &BTreeMap<String, ByteString>) -> String {
+    let mut h = Sha256::new();
+    for (k, v) in data {
+        h.update((k.len() as u64).to_be_bytes());
+        h.update(k.as_bytes());
+        h.update((v.0.len() as u64).to_be_bytes());
+        h.update(&v.0);
+    }
+    format!("sha256:{}", hex::encode(h.finalize()))
+}
+
+/// Whether `selector` matches a namespace's labels (matchLabels and matchExpressions).
+pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let labels_ok = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let exprs_ok = selector.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.clone().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+            "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+            "Exists" => labels.contains_key(&e.key),
+            "DoesNotExist" => !labels.contains_key(&e.key),
+            _ => false,
+        }
+    });
+    labels_ok && exprs_ok
+}
+
+/// Whether a Secret is a credential mirror (`captf.io/mirrored=true`).
+fn is_mirror(secret: &Secret) -> bool {
+    secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::MIRRORED))
+        .is_some_and(|v| v == "true")
+}
+
+/// The outcome of the identity step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentityOutcome {
+    /// Allowed and mirrored: the identity's name.
+    Ready {
+        /// The identity.
+        identity: String,
+    },
+    /// No Job may run.
+    Blocked(GateBlock),
+}
+
+/// Resolves, checks and mirrors the identity for an object in `ns`, setting `IdentityAllowed`
+/// and `CredentialsMirrored`.
+pub async fn ensure(
+    client: &kube::Client,
+    ns: &str,
+    identity: Option<String>,
+    owner: &OwnerReference,
+    conds: &mut Conditions,
+    outbox: &mut Outbox,
+    metrics: &crate::metrics::Metrics,
+) -> kube::Result<IdentityOutcome> {
+    let pending = |conds: &mut Conditions| {
+        conds.set(
+            ctype::CREDENTIALS_MIRRORED,
+            ConditionStatus::Unknown,
+            reasons::MIRROR_PENDING,
+            "The credentials are mirrored once the identity allows this namespace",
+        );
+    };
+    let blocked = |reason: &'static str| {
+        IdentityOutcome::Blocked(GateBlock {
+            condition: ctype::IDENTITY_ALLOWED,
+            reason,
+        })
+    };
+    let Some(name) = identity else {
+        conds.set(
+            ctype::IDENTITY_ALLOWED,
+            ConditionStatus::False,
+            reasons::IDENTITY_NOT_FOUND,
+            "No identityRef resolves: set spec.identityRef or the cluster's",
+        );
+        pending(conds);
+        metrics.identity_denied("notfound");
+        return Ok(blocked(reasons::IDENTITY_NOT_FOUND));
+    };
+    let identities: Api<TerraformClusterIdentity> = Api::all(client.clone());
+    let Some(tci) = get_opt(&identities, &name).await? else {
+        conds.set(
+            ctype::IDENTITY_ALLOWED,
+            ConditionStatus::False,
+            reasons::IDENTITY_NOT_FOUND,
+            &format!("TerraformClusterIdentity {name} does not exist"),
+        );
+        pending(conds);
+        metrics.identity_denied("notfound");
+        return Ok(blocked(reasons::IDENTITY_NOT_FOUND));
+    };
+    if !allows(client, &tci, ns).await? {
+        conds.set(
+            ctype::IDENTITY_ALLOWED,
+            ConditionStatus::False,
+            reasons::NAMESPACE_NOT_ALLOWED,
+            &format!("TerraformClusterIdentity {name} does not allow namespace {ns}"),
+        );
+        pending(conds);
+        metrics.identity_denied("namespace");
+        remove_mirror(client, ns, &name, outbox).await?;
+        return Ok(blocked(reasons::NAMESPACE_NOT_ALLOWED));
+    }
+    let source_ref = &tci.spec.secret_ref;
+    let sources: Api<Secret> = Api::namespaced(client.clone(), &source_ref.namespace);
+    let Some(source) = get_opt(&sources, &source_ref.name).await? else {
+        conds.set(
+            ctype::IDENTITY_ALLOWED,
+            ConditionStatus::False,
+            reasons::SECRET_NOT_FOUND,
+            &format!(
+                "The credentials Secret {}/{} of TerraformClusterIdentity {name} does not exist",
+                source_ref.namespace, source_ref.name
+            ),
+        );
+        pending(conds);
+        return Ok(blocked(reasons::SECRET_NOT_FOUND));
+    };
+    conds.set(
+        ctype::IDENTITY_ALLOWED,
+        ConditionStatus::True,
+        reasons::IDENTITY_ALLOWED,
+        &format!("TerraformClusterIdentity {name} allows namespace {ns}"),
+    );
+    match mirror(client, ns, &name, &source, owner, outbox).await {
+        Ok(Ok(())) => {
+            conds.set(
+                ctype::CREDENTIALS_MIRRORED,
+                ConditionStatus::True,
+                reasons::MIRRORED,
+                &format!(
+                    "Secret {} is up to date",
+                    credential_mirror_secret_name(&name)
+                ),
+            );
+            Ok(IdentityOutcome::Ready { identity: name })
+        }
+        Ok(Err(message)) => {
+            conds.set(
+                ctype::CREDENTIALS_MIRRORED,
+                ConditionStatus::False,
+                reasons::MIRROR_FAILED,
+                &message,
+            );
+            Ok(IdentityOutcome::Blocked(GateBlock {
+                condition: ctype::CREDENTIALS_MIRRORED,
+                reason: reasons::MIRROR_FAILED,
+            }))
+        }
+        Err(e) => {
+            conds.set(
+                ctype::CREDENTIALS_MIRRORED,
+                ConditionStatus::False,
+                reasons::MIRROR_FAILED,
+                &format!("Writing the credential mirror failed: {e}"),
+            );
+            Err(e)
+        }
+    }
+}
+
+/// Whether the identity allows namespace `ns`: listed, or matched by the selector.
+async fn allows(
+    client: &kube::Client,
+    tci: &TerraformClusterIdentity,
+    ns: &str,
+) -> kube::Result<bool> {
+    let Some(allowed) = &tci.spec.allowed_namespaces else {
+        return Ok(false);
+    };
+    if allowed.list.iter().flatten().any(|n| n == ns) {
+        return Ok(true);
+    }
+    let Some(selector) = &allowed.selector else {
+        return Ok(false);
+    };
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let labels = get_opt(&namespaces, ns)
+        .await?
+        .and_then(|n| n.metadata.labels)
+        .unwrap_or_default();
+    Ok(selector_matches(selector, &labels))
+}
+
+/// Creates or refreshes the mirror and makes `owner` one of its owners. `Ok(Err(message))` when
+/// a Secret of that name exists that is not a mirror.
+async fn mirror(
+    client: &kube::Client,
+    ns: &str,
+    identity: &str,
+    source: &Secret,
+    owner: &OwnerReference,
+    outbox: &mut Outbox,
+) -> kube::Result<Result<(), String>> {
+    let name = credential_mirror_secret_name(identity);
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let data = source.data.clone().unwrap_or_default();
+    let hash = source_hash(&data);
+    // Several objects of a namespace share one mirror: a conflicting write is read again.
+    for _ in 0..5 {
+        match get_opt(&api, &name).await? {
+            None => {
+                let secret = Secret {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        namespace: Some(ns.to_owned()),
+                        labels: Some(BTreeMap::from([
+                            (labels::MANAGED.to_owned(), "true".to_owned()),
+                            (labels::MIRRORED.to_owned(), "true".to_owned()),
+                            (labels::MOVE.to_owned(), String::new()),
+                        ])),
+                        annotations: Some(BTreeMap::from([
+                            (annotations::IDENTITY.to_owned(), identity.to_owned()),
+                            (annotations::SOURCE_HASH.to_owned(), hash.clone()),
+                        ])),
+                        owner_references: Some(vec![owner.clone()]),
+                        ..ObjectMeta::default()
+                    },
+                    data: Some(data.clone()),
+                    type_: Some("Opaque".to_owned()),
+                    ..Secret::default()
+                };
+                match api.create(&PostParams::default(), &secret).await {
+                    Ok(_) => {
+                        outbox.normal(
+                            events::MIRROR_CREATED,
+                            format!(
+                                "Credential mirror {name} created from TerraformClusterIdentity {identity}"
+                            ),
+                        );
+                        return Ok(Ok(()));
+                    }
+                    Err(e) if crate::kubeutil::is_conflict(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Some(mut existing) => {
+                if !is_mirror(&existing) {
+                    return Ok(Err(format!(
+                        "Secret {name} exists and is not a CAPTF credential mirror; rename or remove it"
+                    )));
+                }
+                let annotations_map = existing.metadata.annotations.get_or_insert_default();
+                let mut changed = false;
+                if annotations_map.get(annotations::SOURCE_HASH) != Some(&hash) {
+                    annotations_map.insert(annotations::SOURCE_HASH.to_owned(), hash.clone());
+                    existing.data = Some(data.clone());
+                    changed = true;
+                }
+                let owners = existing.metadata.owner_references.get_or_insert_default();
+                if !owners.iter().any(|o| o.uid == owner.uid) {
+                    owners.push(owner.clone());
+                    changed = true;
+                }
+                if !changed {
+                    return Ok(Ok(()));
+                }
+                match api.replace(&name, &PostParams::default(), &existing).await {
+                    Ok(_) => return Ok(Ok(())),
+                    Err(e) if crate::kubeutil::is_conflict(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(Err(format!(
+        "Secret {name} kept changing while it was written; the next reconcile tries again"
+    )))
+}
+
+/// Deletes the namespace's mirror of `identity` (access revoked).
+async fn remove_mirror(
+    client: &kube::Client,
+    ns: &str,
+    identity: &str,
+    outbox: &mut Outbox,
+) -> kube::Result<()> {
+    let name = credential_mirror_secret_name(identity);
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let Some(existing) = get_opt(&api, &name).await? else {
+        return Ok(());
+    };
+    if !is_mirror(&existing) {
+        return Ok(());
+    }
+    match api.delete(&name, &DeleteParams::default()).await {
+        Ok(_) => {
+            outbox.normal(
+                events::MIRROR_REMOVED,
+                format!(
+                    "Credential mirror {name} removed: the identity no longer allows this namespace"
+                ),
+            );
+            Ok(())
+        }
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Drops `owner_uid` from every mirror in `ns` it owns; a mirror left without owners is deleted
+/// (Deletion order: "drops it from its credential mirror's owners").
+pub async fn release_mirrors(
+    client: &kube::Client,
+    ns: &str,
+    owner_uid: &str,
+    outbox: &mut Outbox,
+) -> kube::Result<()> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let lp = kube::api::ListParams::default().labels(&format!("{}=true", labels::MIRRORED));
+    for listed in api.list(&lp).await? {
+        let name = listed.metadata.name.clone().unwrap_or_default();
+        // Other objects of the namespace write the same mirror: a conflict is read again.
+        let mut secret = listed;
+        for _ in 0..5 {
+            let Some(owners) = secret.metadata.owner_references.as_mut() else {
+                break;
+            };
+            if !owners.iter().any(|o| o.uid == owner_uid) {
+                break;
+            }
+            owners.retain(|o| o.uid != owner_uid);
+            let result = if owners.is_empty() {
+                let dp = DeleteParams {
+                    preconditions: Some(kube::api::Preconditions {
+                        resource_version: secret.metadata.resource_version.clone(),
+                        uid: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                api.delete(&name, &dp).await.map(|_| {
+                    outbox.normal(
+                        events::MIRROR_REMOVED,
+                        format!("Credential mirror {name} removed: its last user is gone"),
+                    );
+                })
+            } else {
+                api.replace(&name, &PostParams::default(), &secret)
+                    .await
+                    .map(drop)
+            };
+            match result {
+                Ok(()) => break,
+                Err(e) if is_not_found(&e) => break,
+                Err(e) if crate::kubeutil::is_conflict(&e) => match get_opt(&api, &name).await? {
+                    Some(fresh) => secret = fresh,
+                    None => break,
+                },
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::cluster::{ClusterDefaults, TerraformClusterSpec};
+    use api::shared::IdentityReference;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    fn cluster(own: Option<&str>, default: Option<&str>) -> TerraformCluster {
+        let mut spec = TerraformClusterSpec::default();
+        spec.workspace.identity_ref = own.map(|n| IdentityReference { name: n.to_owned() });
+        spec.defaults = Some(ClusterDefaults {
+            identity_ref: default.map(|n| IdentityReference { name: n.to_owned() }),
+            ..ClusterDefaults::default()
+        });
+        TerraformCluster::new("c", spec)
+    }
+
+    #[test]
+    fn own_then_defaults_then_cluster() {
+        let c = cluster(Some("cluster-id"), Some("default-id"));
+        assert_eq!(resolve_identity_name(Some("own"), Some(&c)).unwrap(), "own");
+        assert_eq!(resolve_identity_name(None, Some(&c)).unwrap(), "default-id");
+        let c = cluster(Some("cluster-id"), None);
+        assert_eq!(resolve_identity_name(None, Some(&c)).unwrap(), "cluster-id");
+        assert_eq!(resolve_identity_name(None, None), None);
+    }
+
+    #[test]
+    fn source_hash_changes_with_data_not_order() {
+        let a = BTreeMap::from([
+            ("A".to_owned(), ByteString(b"1".to_vec())),
+            ("B".to_owned(), ByteString(b"2".to_vec())),
+        ]);
+        let mut b = a.clone();
+        assert_eq!(source_hash(&a), source_hash(&b));
+        b.insert("B".to_owned(), ByteString(b"3".to_vec()));
+        assert_ne!(source_hash(&a), source_hash(&b));
+        // Key/value boundaries are part of the hash.
+        let c = BTreeMap::from([("AB".to_owned(), ByteString(b"".to_vec()))]);
+        let d = BTreeMap::from([("A".to_owned(), ByteString(b"B".to_vec()))]);
+        assert_ne!(source_hash(&c), source_hash(&d));
+    }
+
+    #[test]
+    fn selectors() {
+        let labels = BTreeMap::from([("team".to_owned(), "a".to_owned())]);
+        assert!(selector_matches(&LabelSelector::default(), &labels));
+        let sel = LabelSelector {
+            match_labels: Some(BTreeMap::from([("team".to_owned(), "b".to_owned())])),
+            ..LabelSelector::default()
+        };
+        assert!(!selector_matches(&sel, &labels));
+        let sel = LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: "team".to_owned(),
+                operator: "In".to_owned(),
+                values: Some(vec!["a".to_owned(), "c".to_owned()]),
+            }]),
+            ..LabelSelector::default()
+        };
+        assert!(selector_matches(&sel, &labels));
+    }
+}

@@ -1,0 +1,332 @@
+//! A role's outputs written back (spec: Cluster Role "Outputs", "Provisioned rule",
+//! "EndpointAvailable condition"; Machine Role "Outputs", "Provisioned rule"; Drift and Health
+//! "From module health to InfrastructureHealthy"): decoding the state's root outputs, the
+//! `OutputsValid` verdict, the provisioned latch, the endpoint and provider ID written once to
+//! the spec, and the status fields each role maps.
+
+use api::capi::Cluster;
+use api::cluster::TerraformCluster;
+use api::constants::{annotations, conditions as ctype, events, reasons};
+use api::machine::TerraformMachine;
+use api::status::{FailureDomain, Initialization, MachineAddress};
+use contract::health::{ConditionStatus, HealthCondition, HealthState};
+use contract::inputs::ApiEndpointSource;
+use contract::outputs::{
+    OutputsVerdict, decode_cluster_outputs, decode_machine_outputs, provider_id_change,
+};
+use contract::state::StateSummary;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::Value;
+
+use crate::conditions::Conditions;
+use crate::context::{Context, StatusDraft, Target};
+use crate::decide::HealthReading;
+use crate::events::Outbox;
+use crate::inputs::Owner;
+use crate::reconcile::{Error, reading_of};
+
+/// What the outputs told the pass about health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// The health reading.
+    pub reading: HealthReading,
+    /// Whether the outputs are valid with a definite health reading (no post-apply refresh).
+    pub definite: bool,
+}
+
+fn set_verdict(conds: &mut Conditions, verdict: &OutputsVerdict, ctx: &Context, kind: &str) {
+    let status = verdict.status();
+    let reason = verdict.reason();
+    if status == ConditionStatus::False
+        && conds.reason(ctype::OUTPUTS_VALID) != Some(reason.as_str())
+    {
+        ctx.metrics.outputs_invalid(kind, reason.as_str());
+    }
+    conds.set(
+        ctype::OUTPUTS_VALID,
+        status,
+        reason.as_str(),
+        &verdict.message(),
+    );
+}
+
+fn latch(draft: &mut StatusDraft, now_provisioned: bool, outbox: &mut Outbox, kind: &str) {
+    if now_provisioned && !draft.provisioned() {
+        draft.workload_mut().initialization = Some(Initialization {
+            provisioned: Some(true),
+        });
+        outbox.normal(events::PROVISIONED, format!("{kind} is provisioned"));
+    }
+}
+
+fn set_health(conds: &mut Conditions, h: &HealthCondition) {
+    conds.set(
+        ctype::INFRASTRUCTURE_HEALTHY,
+        h.status,
+        h.reason.as_str(),
+        &h.message,
+    );
+}
+
+/// Applies the outputs of a read state to the object's status (and, once, its spec).
+#[allow(clippy::too_many_arguments)]
+pub async fn apply(
+    ctx: &Context,
+    target: &Target,
+    owner: &Owner,
+    summary: &StateSummary,
+    durable_tfvars: &Value,
+    applied: bool,
+    draft: &mut StatusDraft,
+    conds: &mut Conditions,
+    outbox: &mut Outbox,
+) -> Result<Applied, Error> {
+    match target {
+        Target::Cluster(tc) => {
+            cluster(
+                ctx,
+                tc,
+                owner.cluster.as_ref(),
+                summary,
+                durable_tfvars,
+                applied,
+                draft,
+                conds,
+                outbox,
+            )
+            .await
+        }
+        Target::Machine(tm) => {
+            machine(
+                ctx,
+                tm,
+                summary,
+                durable_tfvars,
+                applied,
+                draft,
+                conds,
+                outbox,
+            )
+            .await
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn cluster(
+    ctx: &Context,
+    tc: &TerraformCluster,
+    cluster: Option<&Cluster>,
+    summary: &StateSummary,
+    durable_tfvars: &Value,
+    applied: bool,
+    draft: &mut StatusDraft,
+    conds: &mut Conditions,
+    outbox: &mut Outbox,
+) -> Result<Applied, Error> {
+    let decoded = decode_cluster_outputs(&summary.outputs);
+    set_verdict(conds, &decoded.verdict, ctx, "TerraformCluster");
+    let out = &decoded.outputs;
+    let health_state = out.health.as_ref().map(|h| h.state);
+    let now_provisioned = applied
+        && decoded.verdict.is_valid()
+        && health_state.is_some_and(|s| s != HealthState::Pending);
+    latch(draft, now_provisioned, outbox, "TerraformCluster");
+    let provisioned = draft.provisioned();
+
+    // The endpoint, written once from the module when the apply rendered none.
+    let spec_has_host = tc
+        .spec
+        .control_plane_endpoint
+        .as_ref()
+        .is_some_and(api::shared::ApiEndpoint::has_host);
+    let rendered_null = durable_tfvars
+        .get("control_plane_endpoint")
+        .is_none_or(Value::is_null);
+    let mut module_endpoint_valid = false;
+    if let Some(ep) = &out.control_plane_endpoint {
+        module_endpoint_valid = true;
+        if applied && !spec_has_host && rendered_null {
+            let api: Api<TerraformCluster> = Api::namespaced(
+                ctx.client.clone(),
+                tc.metadata.namespace.as_deref().unwrap_or_default(),
+            );
+            let mut patch = serde_json::json!({
+                "spec": {"controlPlaneEndpoint": {"host": ep.host, "port": ep.port}},
+            });
+            let recorded = tc
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(annotations::ENDPOINT_SOURCE))
+                .is_some_and(|v| !v.is_empty());
+            if !recorded {
+                patch["metadata"] =
+                    serde_json::json!({"annotations": {annotations::ENDPOINT_SOURCE: "module"}});
+            }
+            let name = tc.metadata.name.clone().unwrap_or_default();
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            outbox.normal(
+                events::CONTROL_PLANE_ENDPOINT_SET,
+                format!(
+                    "spec.controlPlaneEndpoint set to {}:{} from the module's output",
+                    ep.host, ep.port
+                ),
+            );
+        }
+    }
+
+    // Failure domains.
+    if let Some(fds) = &out.failure_domains {
+        let new: Option<Vec<FailureDomain>> = Some(
+            fds.iter()
+                .map(|f| FailureDomain {
+                    name: f.name.clone(),
+                    control_plane: Some(f.control_plane),
+                    attributes: Some(f.attributes.clone()).filter(|a| !a.is_empty()),
+                })
+                .collect::<Vec<_>>(),
+        )
+        .filter(|v| !v.is_empty());
+        if let StatusDraft::Cluster(s) = draft
+            && s.failure_domains != new
+        {
+            if s.failure_domains.is_some() || new.is_some() {
+                outbox.normal(
+                    events::FAILURE_DOMAINS_CHANGED,
+                    format!(
+                        "status.failureDomains now lists {} domains",
+                        new.as_ref().map_or(0, Vec::len)
+                    ),
+                );
+            }
+            s.failure_domains = new;
+        }
+    }
+
+    // Health.
+    if let Some(h) = &out.health
+        && (provisioned || h.state != HealthState::Pending)
+    {
+        set_health(conds, &h.condition());
+    }
+
+    // EndpointAvailable.
+    if provisioned {
+        let valid = |e: Option<&api::shared::ApiEndpoint>| {
+            e.is_some_and(|e| {
+                ApiEndpointSource {
+                    host: e.host.clone().unwrap_or_default(),
+                    port: e.port.unwrap_or(0),
+                }
+                .valid()
+                .is_some()
+            })
+        };
+        if module_endpoint_valid
+            || valid(cluster.and_then(|c| c.spec.control_plane_endpoint.as_ref()))
+            || valid(tc.spec.control_plane_endpoint.as_ref())
+        {
+            conds.set(
+                ctype::ENDPOINT_AVAILABLE,
+                ConditionStatus::True,
+                reasons::ENDPOINT_AVAILABLE,
+                "A valid control-plane endpoint is known",
+            );
+        } else {
+            conds.set(
+                ctype::ENDPOINT_AVAILABLE,
+                ConditionStatus::False,
+                reasons::WAITING_FOR_ENDPOINT,
+                "Neither the module's control_plane_endpoint output nor the Cluster's spec holds a valid endpoint",
+            );
+        }
+    }
+    Ok(Applied {
+        reading: reading_of(health_state),
+        definite: decoded.verdict.is_valid()
+            && health_state
+                .is_some_and(|s| !matches!(s, HealthState::Pending | HealthState::Unknown)),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn machine(
+    ctx: &Context,
+    tm: &TerraformMachine,
+    summary: &StateSummary,
+    durable_tfvars: &Value,
+    applied: bool,
+    draft: &mut StatusDraft,
+    conds: &mut Conditions,
+    outbox: &mut Outbox,
+) -> Result<Applied, Error> {
+    let requested = durable_tfvars.get("failure_domain").and_then(Value::as_str);
+    let mut decoded = decode_machine_outputs(&summary.outputs, requested);
+    let written = tm.spec.provider_id.as_deref();
+    if let Some(v) = provider_id_change(written, decoded.outputs.provider_id.as_deref()) {
+        decoded.verdict.violations.push(v);
+    }
+    set_verdict(conds, &decoded.verdict, ctx, "TerraformMachine");
+    let out = &decoded.outputs;
+    let health_state = out.health.as_ref().map(|h| h.state);
+    let was_provisioned = draft.provisioned();
+    let now_provisioned = applied
+        && out.provider_id.is_some()
+        && health_state.is_some_and(|s| s != HealthState::Pending);
+    latch(draft, now_provisioned, outbox, "TerraformMachine");
+    let provisioned = draft.provisioned();
+
+    // providerID, written once.
+    if let Some(id) = &out.provider_id
+        && written.is_none_or(str::is_empty)
+        && applied
+    {
+        let api: Api<TerraformMachine> = Api::namespaced(
+            ctx.client.clone(),
+            tm.metadata.namespace.as_deref().unwrap_or_default(),
+        );
+        let patch = serde_json::json!({"spec": {"providerID": id}});
+        let name = tm.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        outbox.normal(
+            events::PROVIDER_ID_SET,
+            format!("spec.providerID set to {id}"),
+        );
+    }
+
+    if let StatusDraft::Machine(s) = draft
+        && decoded.verdict.violations.is_empty()
+    {
+        if let Some(addresses) = &out.addresses {
+            let list: Vec<MachineAddress> = addresses
+                .iter()
+                .map(|a| MachineAddress {
+                    address_type: a.kind,
+                    address: a.address.clone(),
+                })
+                .collect();
+            s.addresses = Some(list).filter(|l| !l.is_empty());
+        }
+        s.failure_domain.clone_from(&out.failure_domain);
+        s.interruptible = Some(out.interruptible);
+    }
+
+    // Health: a vanished instance after provisioning is terminated, whatever health says.
+    if was_provisioned && out.provider_id.is_none() {
+        set_health(conds, &HealthCondition::instance_vanished());
+    } else if let Some(h) = &out.health
+        && (provisioned || h.state != HealthState::Pending)
+    {
+        set_health(conds, &h.condition());
+    }
+    Ok(Applied {
+        reading: reading_of(health_state),
+        definite: decoded.verdict.is_valid()
+            && health_state
+                .is_some_and(|s| !matches!(s, HealthState::Pending | HealthState::Unknown)),
+    })
+}

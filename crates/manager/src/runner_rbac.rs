@@ -1,0 +1,198 @@
+//! The runner's RBAC in a namespace (spec: Security Model "What the runner can read, and why";
+//! INTERFACE-FACTS §8 "Per-namespace behaviour", §1 `RunnerRBACReady`): the `captf-runner`
+//! ServiceAccount, created on first need, and the `captf-runner` RoleBinding to the static
+//! `captf-runner` ClusterRole whose subjects are the ServiceAccounts Jobs run as. A custom
+//! ServiceAccount must exist and carry `captf.io/runner=true`.
+
+use std::collections::BTreeMap;
+
+use api::constants::{conditions as ctype, labels, reasons};
+use contract::health::ConditionStatus;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Api;
+use kube::api::PostParams;
+
+use crate::conditions::Conditions;
+use crate::decide::GateBlock;
+use crate::kubeutil::{delete_opt, get_opt, is_conflict};
+
+/// The default runner ServiceAccount, RoleBinding and ClusterRole name.
+pub const RUNNER: &str = "captf-runner";
+
+/// Ensures the ServiceAccount `service_account` can run Jobs in `ns`, setting `RunnerRBACReady`.
+/// `None` when ready, else the gate that keeps Jobs from starting.
+pub async fn ensure(
+    client: &kube::Client,
+    ns: &str,
+    service_account: &str,
+    conds: &mut Conditions,
+) -> kube::Result<Option<GateBlock>> {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let custom = service_account != RUNNER;
+    match get_opt(&sas, service_account).await? {
+        Some(sa) if custom => {
+            let opted_in = sa
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::RUNNER))
+                .is_some_and(|v| v == "true");
+            if !opted_in {
+                return Ok(Some(not_opted_in(
+                    conds,
+                    &format!(
+                        "ServiceAccount {service_account} lacks the label {}=true",
+                        labels::RUNNER
+                    ),
+                )));
+            }
+        }
+        Some(_) => {}
+        None if custom => {
+            return Ok(Some(not_opted_in(
+                conds,
+                &format!("ServiceAccount {service_account} does not exist"),
+            )));
+        }
+        None => {
+            let sa = ServiceAccount {
+                metadata: ObjectMeta {
+                    name: Some(RUNNER.to_owned()),
+                    namespace: Some(ns.to_owned()),
+                    labels: Some(managed()),
+                    ..ObjectMeta::default()
+                },
+                ..ServiceAccount::default()
+            };
+            match sas.create(&PostParams::default(), &sa).await {
+                Ok(_) => {}
+                Err(e) if is_conflict(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    match ensure_binding(client, ns, service_account).await? {
+        Ok(()) => {
+            conds.set(
+                ctype::RUNNER_RBAC_READY,
+                ConditionStatus::True,
+                reasons::RBAC_READY,
+                &format!("ServiceAccount {service_account} is bound to ClusterRole {RUNNER}"),
+            );
+            Ok(None)
+        }
+        Err(message) => {
+            conds.set(
+                ctype::RUNNER_RBAC_READY,
+                ConditionStatus::False,
+                reasons::RBAC_FAILED,
+                &message,
+            );
+            Ok(Some(GateBlock {
+                condition: ctype::RUNNER_RBAC_READY,
+                reason: reasons::RBAC_FAILED,
+            }))
+        }
+    }
+}
+
+fn not_opted_in(conds: &mut Conditions, message: &str) -> GateBlock {
+    conds.set(
+        ctype::RUNNER_RBAC_READY,
+        ConditionStatus::False,
+        reasons::SERVICE_ACCOUNT_NOT_OPTED_IN,
+        message,
+    );
+    GateBlock {
+        condition: ctype::RUNNER_RBAC_READY,
+        reason: reasons::SERVICE_ACCOUNT_NOT_OPTED_IN,
+    }
+}
+
+fn managed() -> BTreeMap<String, String> {
+    BTreeMap::from([(labels::MANAGED.to_owned(), "true".to_owned())])
+}
+
+fn role_ref() -> RoleRef {
+    RoleRef {
+        api_group: Some("rbac.authorization.k8s.io".to_owned()),
+        kind: "ClusterRole".to_owned(),
+        name: RUNNER.to_owned(),
+    }
+}
+
+fn subject(ns: &str, sa: &str) -> Subject {
+    Subject {
+        kind: "ServiceAccount".to_owned(),
+        name: sa.to_owned(),
+        namespace: Some(ns.to_owned()),
+        api_group: None,
+    }
+}
+
+/// The RoleBinding with `sa` among its subjects; `Ok(Err(_))` when an unmanaged binding of the
+/// same name is in the way.
+async fn ensure_binding(
+    client: &kube::Client,
+    ns: &str,
+    sa: &str,
+) -> kube::Result<Result<(), String>> {
+    let api: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+    let fresh = |subjects: Vec<Subject>| RoleBinding {
+        metadata: ObjectMeta {
+            name: Some(RUNNER.to_owned()),
+            namespace: Some(ns.to_owned()),
+            labels: Some(managed()),
+            ..ObjectMeta::default()
+        },
+        role_ref: role_ref(),
+        subjects: Some(subjects),
+    };
+    match get_opt(&api, RUNNER).await? {
+        None => {
+            match api
+                .create(&PostParams::default(), &fresh(vec![subject(ns, sa)]))
+                .await
+            {
+                Ok(_) => Ok(Ok(())),
+                Err(e) if is_conflict(&e) => Err(e),
+                Err(e) => Err(e),
+            }
+        }
+        Some(mut binding) => {
+            let is_managed = binding
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::MANAGED))
+                .is_some_and(|v| v == "true");
+            if !is_managed {
+                return Ok(Err(format!(
+                    "RoleBinding {RUNNER} exists and is not managed by CAPTF (no {}=true label)",
+                    labels::MANAGED
+                )));
+            }
+            let mut subjects = binding.subjects.clone().unwrap_or_default();
+            let has = subjects.iter().any(|s| {
+                s.kind == "ServiceAccount" && s.name == sa && s.namespace.as_deref() == Some(ns)
+            });
+            if !has {
+                subjects.push(subject(ns, sa));
+            }
+            if binding.role_ref != role_ref() {
+                // roleRef is immutable: recreate the binding.
+                delete_opt(&api, RUNNER).await?;
+                api.create(&PostParams::default(), &fresh(subjects)).await?;
+                return Ok(Ok(()));
+            }
+            if !has {
+                binding.subjects = Some(subjects);
+                api.replace(RUNNER, &PostParams::default(), &binding)
+                    .await?;
+            }
+            Ok(Ok(()))
+        }
+    }
+}

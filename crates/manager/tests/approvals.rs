@@ -1,0 +1,262 @@
+//! The destructive-plan guard and plan preview of a TerraformCluster (spec: Plan Approval), with
+//! real Jobs: a replacing apply is blocked until its inputs hash is approved, and under
+//! `applyPolicy: Manual` a change is planned, waits for its plan hash, then applies.
+//!
+//! Needs root, the test binaries and a static runner; skipped with a message without the runner.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+use sha2::Digest;
+
+const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
+const LONG: Duration = Duration::from_secs(240);
+
+async fn reason(client: &kube::Client, ns: &str, name: &str, want: &str) -> serde_json::Value {
+    eventually(
+        LONG,
+        &format!("ApplyJobSucceeded reason {want}"),
+        || async {
+            let tc = get_json(client, ns, TC, "TerraformCluster", name).await;
+            (condition(&tc, "ApplyJobSucceeded").map(|c| c.1) == Some(want.to_owned()))
+                .then_some(tc)
+        },
+    )
+    .await
+}
+
+fn annotations(tc: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    tc["metadata"]["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A re-apply that would replace a resource stops before applying until the
+/// `captf.io/approve-destructive-plan` annotation names its inputs hash; the approval is consumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destructive_plan_waits_for_its_inputs_hash_to_be_approved() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = slow_image(env).await;
+    let ns = env.namespace("destructive").await.unwrap();
+    identity(
+        &client,
+        "id-destructive",
+        &[ns.as_str()],
+        "planted-destructive-1",
+    )
+    .await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-destructive");
+    cluster(&client, &ns, "guarded", "id-destructive", &image).await;
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "guarded",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"variables": {"sleep_seconds": 1}}})),
+    )
+    .await
+    .unwrap();
+    eventually(LONG, "sleep_seconds=1 applied", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "guarded").await;
+        let jobs = jobs_of(&client, &ns, "guarded").await;
+        (condition(&tc, "Ready").map(|c| c.0) == Some("True".to_owned())
+            && tc["status"]["activeJob"].is_null()
+            && jobs.iter().all(|j| {
+                j.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key("captf.io/bookkept"))
+            })
+            && state_has_slow(&client, &ns).await)
+            .then_some(())
+    })
+    .await;
+    // triggers_replace: a new value replaces the resource.
+    tcs.patch(
+        "guarded",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"variables": {"sleep_seconds": 2}}})),
+    )
+    .await
+    .unwrap();
+    let tc = reason(&client, &ns, "guarded", "DestructivePlanBlocked").await;
+    assert_eq!(
+        tc["status"]["lastRun"]["error"]["kind"], "blocked",
+        "{tc:#}"
+    );
+    let message = tc["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "ApplyJobSucceeded")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("terraform_data.slow"), "{message}");
+    let hash = message
+        .split_whitespace()
+        .find(|w| w.starts_with("h2:"))
+        .unwrap()
+        .trim_end_matches(|c: char| !c.is_ascii_hexdigit())
+        .to_owned();
+    // Ready stays True after provisioning: a blocked re-apply never makes the cluster un-Ready.
+    assert_eq!(condition(&tc, "Ready").unwrap().0, "True");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let blocked_jobs = jobs_of(&client, &ns, "guarded").await.len();
+    assert_eq!(
+        reason(&client, &ns, "guarded", "DestructivePlanBlocked").await["status"]["lastRun"]["job"],
+        tc["status"]["lastRun"]["job"],
+        "no apply of the blocked hash starts again"
+    );
+    tcs.patch(
+        "guarded",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"captf.io/approve-destructive-plan": hash}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let tc = reason(&client, &ns, "guarded", "ApplySucceeded").await;
+    assert!(
+        !annotations(&tc).contains_key("captf.io/approve-destructive-plan"),
+        "the approval is consumed"
+    );
+    assert_eq!(
+        jobs_of(&client, &ns, "guarded").await.len(),
+        blocked_jobs + 1
+    );
+}
+
+async fn state_has_slow(client: &kube::Client, ns: &str) -> bool {
+    let state = state_document(client, ns, contract::names::ObjectKind::Cluster, "guarded").await;
+    state["resources"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|r| r["name"] == "slow"))
+}
+
+/// Under `applyPolicy: Manual` a change is planned, waits for `captf.io/approve-plan` naming
+/// the plan hash in `status.plan`, then applies exactly that plan; the approval is consumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_cluster_applies_only_an_approved_plan() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = slow_image(env).await;
+    let ns = env.namespace("manual").await.unwrap();
+    identity(&client, "id-manual", &[ns.as_str()], "planted-manual-1").await;
+    let planted = "planted-variable-5e1f0c";
+    create(
+        &client,
+        &ns,
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "module-vars", "labels": {"captf.io/variables": "true"}},
+               "stringData": {"token": planted}}),
+    )
+    .await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-manual");
+    cluster(&client, &ns, "manual", "id-manual", &image).await;
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "manual",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {
+            "applyPolicy": "Manual",
+            "variablesFrom": [{"secretRef": {"name": "module-vars"}}],
+        }})),
+    )
+    .await
+    .unwrap();
+    // The first apply is never gated.
+    wait_ready(&client, &ns, "TerraformCluster", "manual", "True", LONG).await;
+    tcs.patch(
+        "manual",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"variables": {"sleep_seconds": 1}}})),
+    )
+    .await
+    .unwrap();
+    let tc = reason(&client, &ns, "manual", "PlanAwaitingApproval").await;
+    let plan = tc["status"]["plan"].clone();
+    assert_eq!(plan["add"], 1, "{tc:#}");
+    assert!(plan["planHash"].as_str().unwrap().starts_with("p1:"));
+    assert!(
+        plan["resources"].as_array().unwrap().iter().any(|r| r
+            .as_str()
+            .unwrap()
+            .starts_with("module.role.terraform_data.slow")),
+        "{plan:#}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let jobs = jobs_of(&client, &ns, "manual").await;
+    let ops: Vec<String> = jobs
+        .iter()
+        .map(|j| {
+            j.metadata.labels.as_ref().unwrap()["captf.infrastructure.cluster.x-k8s.io/op"].clone()
+        })
+        .collect();
+    assert_eq!(ops.iter().filter(|o| *o == "apply").count(), 1, "{ops:?}");
+    assert_eq!(ops.iter().filter(|o| *o == "plan").count(), 1, "{ops:?}");
+    tcs.patch(
+        "manual",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"captf.io/approve-plan": plan["planHash"]}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    reason(&client, &ns, "manual", "ApplySucceeded").await;
+    let tc = eventually(LONG, "status.plan cleared", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "manual").await;
+        tc["status"]["plan"].is_null().then_some(tc)
+    })
+    .await;
+    assert!(!annotations(&tc).contains_key("captf.io/approve-plan"));
+    let applied = jobs_of(&client, &ns, "manual")
+        .await
+        .into_iter()
+        .filter(|j| {
+            j.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("captf.io/approved-plan"))
+                == plan["planHash"].as_str().map(str::to_owned).as_ref()
+        })
+        .count();
+    assert_eq!(applied, 1, "one apply ran the approved plan");
+
+    // The Secret-sourced variable reached the module (its hash is in state) and nowhere else.
+    let state = state_document(&client, &ns, contract::names::ObjectKind::Cluster, "manual").await;
+    let digest = hex::encode(sha2::Sha256::digest(planted.as_bytes()));
+    assert!(
+        state.to_string().contains(&digest),
+        "the module saw the variable"
+    );
+    let tc = get_json(&client, &ns, TC, "TerraformCluster", "manual").await;
+    assert!(!tc.to_string().contains(planted), "{tc:#}");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let all = serde_json::to_string(
+        &events
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap()
+            .items,
+    )
+    .unwrap();
+    assert!(!all.contains(planted));
+    assert!(!logs().contains(planted));
+}

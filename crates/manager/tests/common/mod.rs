@@ -1,0 +1,711 @@
+//! What the manager's integration tests share: the test environment with its registry and process
+//! kubelet, the runner and no-op module images, Cluster API objects created the way Cluster API
+//! would create them, a manager running in the test process scoped to the test's namespace, and
+//! the log buffer the secret-hygiene checks read.
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::missing_panics_doc
+)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use manager::context::{Context, Settings};
+use manager::metrics::Metrics;
+use serde_json::{Value, json};
+use testenv::TestEnv;
+use testenv::image::{
+    ImageBuilder, Layer, ModuleImage, push_module_image, push_runner_image, tofu_base_layer,
+};
+use tokio::sync::OnceCell;
+
+/// Every log line any manager of this test binary wrote.
+pub static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+
+#[derive(Clone)]
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        // With CAPTF_TEST_LOG set, also to stderr, to watch what the managers do.
+        if std::env::var_os("CAPTF_TEST_LOG").is_some() {
+            let _ = std::io::stderr().write_all(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Installs the log capture once (trace level for the manager, so any value a log line could
+/// carry is in the buffer).
+pub fn capture_logs() {
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let sink = Sink(buf.clone());
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("manager=trace,kube=info,warn")
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .try_init();
+        buf
+    });
+}
+
+/// The captured logs as text.
+pub fn logs() -> String {
+    String::from_utf8_lossy(&LOGS.get().unwrap().lock().unwrap()).into_owned()
+}
+
+/// The images every test uses.
+#[derive(Debug, Clone)]
+pub struct Images {
+    pub runner: String,
+    pub cluster: String,
+    pub machine: String,
+}
+
+static IMAGES: OnceCell<Option<Images>> = OnceCell::const_new();
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The shared environment, with its registry and kubelet, and the images; `None` (the test is
+/// skipped) without a static runner.
+pub async fn setup() -> Option<(&'static TestEnv, Images)> {
+    capture_logs();
+    let env = TestEnv::shared().expect("test environment starts");
+    env.registry().expect("registry starts");
+    env.kubelet().expect("kubelet starts");
+    let images = IMAGES
+        .get_or_init(|| async {
+            let runner = testenv::testbin::static_runner()?;
+            let host = env.registry().unwrap().host();
+            let runner = push_runner_image(&host, "captf/runner", "test", &runner)
+                .await
+                .unwrap()
+                .to_string();
+            let root = repo_root();
+            push_module_image(
+                &host,
+                "captf/noop-cluster",
+                "v1",
+                &ModuleImage::new(root.join("modules/noop/cluster"), "cluster"),
+            )
+            .await
+            .unwrap();
+            push_module_image(
+                &host,
+                "captf/noop-machine",
+                "v1",
+                &ModuleImage::new(root.join("modules/noop/machine"), "machine"),
+            )
+            .await
+            .unwrap();
+            // Tags, as users write them: the manager pins the digest itself.
+            Some(Images {
+                runner,
+                cluster: format!("{host}/captf/noop-cluster:v1"),
+                machine: format!("{host}/captf/noop-machine:v1"),
+            })
+        })
+        .await
+        .clone()?;
+    Some((env, images))
+}
+
+/// The static `captf-runner` ClusterRole from `config/rbac/runner_role.yaml`, installed once.
+pub async fn install_runner_cluster_role(client: &Client) {
+    let text = std::fs::read_to_string(repo_root().join("config/rbac/runner_role.yaml")).unwrap();
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_saphyr::from_str(&text).unwrap();
+    let api: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    match api.create(&PostParams::default(), &role).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("creating the runner ClusterRole: {e}"),
+    }
+}
+
+/// A manager running in this process, watching one namespace.
+pub struct RunningManager {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    pub metrics: Metrics,
+}
+
+impl RunningManager {
+    /// Stops the manager and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(20), t).await;
+        }
+    }
+
+    /// Kills the manager at once (a crash).
+    pub fn kill(mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for RunningManager {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+/// Starts a manager for `ns` with `client`.
+pub fn start_manager(client: &Client, ns: &str, images: &Images, instance: &str) -> RunningManager {
+    let settings = Settings {
+        runner_image: images.runner.clone(),
+        namespace: Some(ns.to_owned()),
+        instance: instance.to_owned(),
+        ..Settings::default()
+    };
+    let metrics = Metrics::new();
+    let ctx = Context::new(client.clone(), settings, metrics.clone());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        manager::controller::run(ctx, async move {
+            let _ = rx.await;
+        })
+        .await;
+    });
+    RunningManager {
+        stop: Some(tx),
+        task: Some(task),
+        metrics,
+    }
+}
+
+/// Creates any object from JSON in `ns`; returns it.
+pub async fn create(client: &Client, ns: &str, v: Value) -> DynamicObject {
+    let api = dynamic(client, ns, &v).await;
+    let obj: DynamicObject = serde_json::from_value(v).unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap()
+}
+
+async fn dynamic(client: &Client, ns: &str, v: &Value) -> Api<DynamicObject> {
+    let api_version = v["apiVersion"].as_str().unwrap().to_owned();
+    let kind = v["kind"].as_str().unwrap().to_owned();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, &kind);
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
+    if caps.scope == kube::discovery::Scope::Cluster {
+        Api::all_with(client.clone(), &ar)
+    } else {
+        Api::namespaced_with(client.clone(), ns, &ar)
+    }
+}
+
+/// The identity `name` with a credentials Secret holding `secret_value`, allowing `allowed`.
+pub async fn identity(client: &Client, name: &str, allowed: &[&str], secret_value: &str) {
+    let creds_ns = format!("{name}-creds");
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = nss
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": creds_ns}})).unwrap(),
+        )
+        .await;
+    create(
+        client,
+        &creds_ns,
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": name},
+               "stringData": {"CLOUD_TOKEN": secret_value}}),
+    )
+    .await;
+    create(
+        client,
+        "",
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+               "kind": "TerraformClusterIdentity",
+               "metadata": {"name": name},
+               "spec": {"secretRef": {"name": name, "namespace": creds_ns},
+                        "allowedNamespaces": {"list": allowed}}}),
+    )
+    .await;
+}
+
+/// A Cluster and its TerraformCluster, owned the way Cluster API's Cluster controller owns it.
+pub async fn cluster(client: &Client, ns: &str, name: &str, identity: &str, image: &str) {
+    let cluster = create(
+        client,
+        ns,
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+               "metadata": {"name": name},
+               "spec": {
+                   "clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}, "apiServerPort": 6443},
+                   "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                         "kind": "TerraformCluster", "name": name}}}),
+    )
+    .await;
+    let uid = cluster.metadata.uid.unwrap();
+    create(
+        client,
+        ns,
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformCluster",
+               "metadata": {"name": name,
+                            "labels": {"cluster.x-k8s.io/cluster-name": name},
+                            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                                 "name": name, "uid": uid}]},
+               "spec": {"source": {"image": image}, "identityRef": {"name": identity}}}),
+    )
+    .await;
+}
+
+/// What Cluster API does once the TerraformCluster is provisioned: copy its endpoint to the
+/// Cluster and mark the infrastructure provisioned.
+pub async fn capi_cluster_provisioned(client: &Client, ns: &str, name: &str) {
+    let tc = get_json(
+        client,
+        ns,
+        "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "TerraformCluster",
+        name,
+    )
+    .await;
+    let ep = tc["spec"]["controlPlaneEndpoint"].clone();
+    let clusters = dynamic(
+        client,
+        ns,
+        &json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster"}),
+    )
+    .await;
+    clusters
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"controlPlaneEndpoint": ep}})),
+        )
+        .await
+        .unwrap();
+    clusters
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"initialization": {"infrastructureProvisioned": true}}}),
+            ),
+        )
+        .await
+        .unwrap();
+}
+
+/// Sets `Cluster.status.initialization.controlPlaneInitialized`.
+pub async fn capi_control_plane_initialized(client: &Client, ns: &str, name: &str) {
+    let clusters = dynamic(
+        client,
+        ns,
+        &json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster"}),
+    )
+    .await;
+    clusters
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"initialization": {"controlPlaneInitialized": true}}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// A Machine with its bootstrap Secret and TerraformMachine, as a MachineSet or control plane
+/// creates them.
+pub async fn machine(
+    client: &Client,
+    ns: &str,
+    cluster: &str,
+    name: &str,
+    image: &str,
+    control_plane: bool,
+    bootstrap_value: &str,
+) {
+    create(
+        client,
+        ns,
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": format!("{name}-bootstrap")},
+               "stringData": {"value": bootstrap_value, "format": "cloud-config"}}),
+    )
+    .await;
+    let mut labels = json!({"cluster.x-k8s.io/cluster-name": cluster});
+    if control_plane {
+        labels["cluster.x-k8s.io/control-plane"] = json!("");
+    }
+    let m = create(
+        client,
+        ns,
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+               "metadata": {"name": name, "labels": labels},
+               "spec": {"clusterName": cluster, "version": "v1.36.2",
+                        "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
+                        "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                              "kind": "TerraformMachine", "name": name}}}),
+    )
+    .await;
+    let uid = m.metadata.uid.unwrap();
+    create(
+        client,
+        ns,
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachine",
+               "metadata": {"name": name,
+                            "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+                            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                                                 "name": name, "uid": uid, "controller": true}]},
+               "spec": {"source": {"image": image}}}),
+    )
+    .await;
+}
+
+/// Any object as JSON.
+pub async fn get_json(
+    client: &Client,
+    ns: &str,
+    api_version: &str,
+    kind: &str,
+    name: &str,
+) -> Value {
+    let api = dynamic(
+        client,
+        ns,
+        &json!({"apiVersion": api_version, "kind": kind}),
+    )
+    .await;
+    serde_json::to_value(api.get(name).await.unwrap()).unwrap()
+}
+
+/// Any object as JSON, `None` when it is gone.
+pub async fn get_json_opt(
+    client: &Client,
+    ns: &str,
+    api_version: &str,
+    kind: &str,
+    name: &str,
+) -> Option<Value> {
+    let api = dynamic(
+        client,
+        ns,
+        &json!({"apiVersion": api_version, "kind": kind}),
+    )
+    .await;
+    api.get_opt(name)
+        .await
+        .unwrap()
+        .map(|o| serde_json::to_value(o).unwrap())
+}
+
+/// Deletes any object.
+pub async fn delete(client: &Client, ns: &str, api_version: &str, kind: &str, name: &str) {
+    let api = dynamic(
+        client,
+        ns,
+        &json!({"apiVersion": api_version, "kind": kind}),
+    )
+    .await;
+    let _ = api.delete(name, &kube::api::DeleteParams::default()).await;
+}
+
+/// A condition of an object as (status, reason).
+pub fn condition(obj: &Value, type_: &str) -> Option<(String, String)> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_owned(),
+                c["reason"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+}
+
+/// Polls `check` every 250 ms until it returns `Some`, failing after `timeout` with `what`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until the object's `Ready` condition is `status`.
+pub async fn wait_ready(
+    client: &Client,
+    ns: &str,
+    kind: &str,
+    name: &str,
+    status: &str,
+    timeout: Duration,
+) -> Value {
+    eventually(
+        timeout,
+        &format!("{kind} {name} Ready={status}"),
+        || async {
+            let o = get_json(
+                client,
+                ns,
+                "infrastructure.cluster.x-k8s.io/v1alpha1",
+                kind,
+                name,
+            )
+            .await;
+            (condition(&o, "Ready").map(|c| c.0) == Some(status.to_owned())).then_some(o)
+        },
+    )
+    .await
+}
+
+/// The Jobs in `ns` whose owner-name label is `owner`, by name.
+pub async fn jobs_of(client: &Client, ns: &str, owner: &str) -> Vec<Job> {
+    let api: Api<Job> = Api::namespaced(client.clone(), ns);
+    api.list(&ListParams::default().labels(&format!(
+        "captf.infrastructure.cluster.x-k8s.io/owner-name={owner}"
+    )))
+    .await
+    .unwrap()
+    .items
+}
+
+/// Every Secret in `ns`.
+pub async fn secrets(client: &Client, ns: &str) -> Vec<Secret> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    api.list(&ListParams::default()).await.unwrap().items
+}
+
+/// The gunzipped state document of an object.
+pub async fn state_document(
+    client: &Client,
+    ns: &str,
+    kind: contract::names::ObjectKind,
+    name: &str,
+) -> Value {
+    let suffix = contract::names::state_suffix(ns, kind, name);
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let s = api.get(&format!("tfstate-default-{suffix}")).await.unwrap();
+    let gz = &s.data.unwrap()["tfstate"].0;
+    let mut d = flate2::read::GzDecoder::new(&gz[..]);
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut d, &mut out).unwrap();
+    serde_json::from_str(&out).unwrap()
+}
+
+/// The no-op cluster module plus extra Terraform, with `/bin/sh` and `/bin/sleep` for
+/// `local-exec`: pushed as `<repo>:v1`.
+async fn variant_image(env: &testenv::TestEnv, repo: &str, extra_tf: &str) -> String {
+    let host = env.registry().unwrap().host();
+    let dir = tempfile::tempdir().unwrap();
+    let noop = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../modules/noop/cluster");
+    for f in std::fs::read_dir(&noop).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
+    }
+    std::fs::write(dir.path().join("extra.tf"), extra_tf).unwrap();
+    let tofu = testenv::testbin::path("tofu").unwrap();
+    let base = tokio::task::spawn_blocking(move || tofu_base_layer(&tofu))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut module = Layer::new();
+    module.owner(65532, 65532);
+    module.host_dir("/captf/module", dir.path()).unwrap();
+    let mut tools = Layer::new();
+    tools
+        .host_binary("/bin/sh", std::path::Path::new("/bin/sh"))
+        .unwrap();
+    tools
+        .host_binary("/bin/sleep", std::path::Path::new("/bin/sleep"))
+        .unwrap();
+    ImageBuilder::new()
+        .layer_blob(base)
+        .layer(module)
+        .layer(tools)
+        .user("65532:65532")
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .label("io.captf.contract", "v1alpha1")
+        .label("io.captf.role", "cluster")
+        .label("io.captf.runtime", "tofu")
+        .push(&host, repo, "v1")
+        .await
+        .unwrap();
+    format!("{host}/{repo}:v1")
+}
+
+static SLOW: OnceCell<String> = OnceCell::const_new();
+static FAILING: OnceCell<String> = OnceCell::const_new();
+
+/// A cluster module that sleeps `var.sleep_seconds` during apply.
+pub async fn slow_image(env: &testenv::TestEnv) -> String {
+    SLOW.get_or_init(|| async {
+        variant_image(
+            env,
+            "captf/slow-cluster",
+            r#"
+variable "sleep_seconds" {
+  type    = number
+  default = 0
+}
+
+# Set from a Secret by some tests: a sensitive value that must never show outside Secrets.
+variable "token" {
+  type    = string
+  default = ""
+}
+
+resource "terraform_data" "token" {
+  input = sha256(var.token)
+}
+
+resource "terraform_data" "slow" {
+  count            = var.sleep_seconds > 0 ? 1 : 0
+  triggers_replace = var.sleep_seconds
+  provisioner "local-exec" {
+    command = "sleep ${var.sleep_seconds}"
+  }
+}
+"#,
+        )
+        .await
+    })
+    .await
+    .clone()
+}
+
+/// A cluster module whose apply always fails.
+pub async fn failing_image(env: &testenv::TestEnv) -> String {
+    FAILING
+        .get_or_init(|| async {
+            variant_image(
+                env,
+                "captf/failing-cluster",
+                r#"
+resource "terraform_data" "fails" {
+  lifecycle {
+    precondition {
+      condition     = false
+      error_message = "This module fails on purpose."
+    }
+  }
+}
+"#,
+            )
+            .await
+        })
+        .await
+        .clone()
+}
+
+/// A client authenticated as the manager's ServiceAccount, bound to exactly the ClusterRole of
+/// `config/rbac/role.yaml`: a manager running with it proves the role grants what it needs.
+pub async fn manager_client(env: &TestEnv, admin: &Client) -> Client {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let ok = |r: Result<(), kube::Error>| match r {
+        Ok(()) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("{e}"),
+    };
+    let nss: Api<Namespace> = Api::all(admin.clone());
+    ok(nss
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "captf-system"}})).unwrap(),
+        )
+        .await
+        .map(drop));
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), "captf-system");
+    ok(sas
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "captf-controller-manager"}}))
+                .unwrap(),
+        )
+        .await
+        .map(drop));
+    let text = std::fs::read_to_string(repo_root().join("config/rbac/role.yaml")).unwrap();
+    let role: ClusterRole = serde_saphyr::from_str(&text).unwrap();
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    ok(roles.create(&PostParams::default(), &role).await.map(drop));
+    let text = std::fs::read_to_string(repo_root().join("config/rbac/role_binding.yaml")).unwrap();
+    let binding: ClusterRoleBinding = serde_saphyr::from_str(&text).unwrap();
+    let bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
+    ok(bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .map(drop));
+    let token = sas
+        .create_token_request(
+            "captf-controller-manager",
+            &PostParams::default(),
+            &TokenRequest {
+                spec: Some(TokenRequestSpec {
+                    expiration_seconds: Some(3600),
+                    ..TokenRequestSpec::default()
+                }),
+                ..TokenRequest::default()
+            },
+        )
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+    let e = env.endpoints();
+    let kubeconfig = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "t", "cluster": {"server": e.server, "certificate-authority": e.ca_file}}],
+        "users": [{"name": "manager", "user": {"token": token}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "manager"}}],
+        "current-context": "t",
+    });
+    let kc: kube::config::Kubeconfig = serde_json::from_value(kubeconfig).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// The Jobs of `op` among `jobs`, oldest first.
+pub fn op_jobs(jobs: &[Job], op: &str) -> Vec<Job> {
+    let mut v: Vec<Job> = jobs
+        .iter()
+        .filter(|j| {
+            j.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("captf.infrastructure.cluster.x-k8s.io/op"))
+                .map(String::as_str)
+                == Some(op)
+        })
+        .cloned()
+        .collect();
+    v.sort_by_key(|j| j.metadata.creation_timestamp.clone());
+    v
+}

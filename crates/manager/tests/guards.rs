@@ -1,0 +1,477 @@
+//! What keeps the manager from running the wrong Job, or too many (The Reconcile Lifecycle "Retry
+//! backoff", "Run leases and the cluster operation gate", "Bookkeeping"; Identities and
+//! Credentials "Revoke access"), with real Jobs in the test environment.
+//!
+//! Needs root, the test binaries and a static runner; skipped with a message without the runner.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use common::*;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::json;
+
+const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
+const LONG: Duration = Duration::from_secs(240);
+
+fn finished_at(job: &Job) -> Option<SystemTime> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| SystemTime::from(t.0))
+}
+
+fn created_at(job: &Job) -> SystemTime {
+    SystemTime::from(job.metadata.creation_timestamp.as_ref().unwrap().0)
+}
+
+fn metric(encoded: &str, name: &str, must: &[&str]) -> f64 {
+    encoded
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && must.iter().all(|m| l.contains(m)))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+/// An identity that does not allow the namespace runs nothing: no Job, no mirror.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_not_allowing_the_namespace_runs_nothing() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("denied").await.unwrap();
+    identity(
+        &client,
+        "id-elsewhere",
+        &["some-other-namespace"],
+        "planted-denied-1",
+    )
+    .await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-denied");
+    cluster(&client, &ns, "denied", "id-elsewhere", &images.cluster).await;
+    let tc = eventually(LONG, "IdentityAllowed=False", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "denied").await;
+        (condition(&tc, "IdentityAllowed").map(|c| c.1) == Some("NamespaceNotAllowed".to_owned()))
+            .then_some(tc)
+    })
+    .await;
+    assert_eq!(
+        condition(&tc, "ApplyJobSucceeded"),
+        Some(("False".to_owned(), "IdentityNotAllowed".to_owned()))
+    );
+    assert_eq!(condition(&tc, "Ready").unwrap().0, "False");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(jobs_of(&client, &ns, "denied").await.is_empty());
+    assert!(
+        get_json_opt(&client, &ns, "v1", "Secret", "captf-creds-id-elsewhere")
+            .await
+            .is_none()
+    );
+}
+
+/// A failing apply is retried after the book's first backoff step (one minute), not before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_apply_backs_off_one_minute() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = failing_image(env).await;
+    let ns = env.namespace("backoff").await.unwrap();
+    identity(&client, "id-backoff", &[ns.as_str()], "planted-backoff-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-backoff");
+    cluster(&client, &ns, "fails", "id-backoff", &image).await;
+    let first = eventually(LONG, "the first apply failed", || async {
+        let jobs = op_jobs(&jobs_of(&client, &ns, "fails").await, "apply");
+        jobs.first().and_then(finished_at)
+    })
+    .await;
+    let tc = eventually(LONG, "ApplyFailed", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "fails").await;
+        (condition(&tc, "ApplyJobSucceeded").map(|c| c.1) == Some("ApplyFailed".to_owned()))
+            .then_some(tc)
+    })
+    .await;
+    assert_eq!(tc["status"]["lastRun"]["error"]["kind"], "step", "{tc:#}");
+    let second = eventually(Duration::from_secs(150), "the second attempt", || async {
+        let jobs = op_jobs(&jobs_of(&client, &ns, "fails").await, "apply");
+        jobs.get(1).map(created_at)
+    })
+    .await;
+    let waited = second.duration_since(first).unwrap();
+    assert!(
+        waited >= Duration::from_secs(59) && waited <= Duration::from_secs(100),
+        "the retry came {waited:?} after the failure"
+    );
+    let jobs = op_jobs(&jobs_of(&client, &ns, "fails").await, "apply");
+    assert!(
+        jobs[1]
+            .metadata
+            .name
+            .as_ref()
+            .unwrap()
+            .contains("-apply-a2-")
+    );
+    let enc = mgr.metrics.encode();
+    assert!(
+        metric(&enc, "captf_jobs_total", &["result=\"failed\""]) >= 1.0,
+        "{enc}"
+    );
+}
+
+/// A pod killed from outside ends its Job `interrupted`: retried at once, not counted as a
+/// failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_pod_is_interrupted_and_retried_at_once() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = slow_image(env).await;
+    let ns = env.namespace("interrupt").await.unwrap();
+    identity(
+        &client,
+        "id-interrupt",
+        &[ns.as_str()],
+        "planted-interrupt-1",
+    )
+    .await;
+    let mgr = start_manager(&client, &ns, &images, "manager-interrupt");
+    cluster(&client, &ns, "slow", "id-interrupt", &image).await;
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "slow",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"variables": {"sleep_seconds": 300}}})),
+    )
+    .await
+    .unwrap();
+    // Wait for the apply's `source` container to run, then delete its pod.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let (job, pod) = eventually(LONG, "a running apply pod", || async {
+        let jobs = op_jobs(&jobs_of(&client, &ns, "slow").await, "apply");
+        let job = jobs.last()?.metadata.name.clone()?;
+        let pod = pods
+            .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}")))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .next()?;
+        let running = pod
+            .status
+            .as_ref()?
+            .container_statuses
+            .as_ref()?
+            .iter()
+            .any(|c| c.name == "source" && c.state.as_ref().is_some_and(|s| s.running.is_some()));
+        running.then(|| (job, pod.metadata.name.clone().unwrap()))
+    })
+    .await;
+    // Let the runtime reach the slow provisioner.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    pods.delete(&pod, &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    let jobs_api: Api<Job> = Api::namespaced(client.clone(), &ns);
+    let killed_at = eventually(LONG, "the killed Job finished", || async {
+        finished_at(&jobs_api.get(&job).await.ok()?)
+    })
+    .await;
+    // Timestamps have a resolution of one second.
+    let retry = eventually(Duration::from_secs(60), "the retry", || async {
+        let jobs = op_jobs(&jobs_of(&client, &ns, "slow").await, "apply");
+        jobs.iter()
+            .find(|j| j.metadata.name.as_deref() != Some(job.as_str()))
+            .map(created_at)
+    })
+    .await;
+    assert!(
+        retry + Duration::from_secs(1) >= killed_at
+            && retry.duration_since(killed_at).unwrap_or_default() < Duration::from_secs(30),
+        "an interrupted apply is retried without backoff"
+    );
+    let killed = eventually(
+        Duration::from_secs(30),
+        "the killed Job bookkept",
+        || async {
+            let j = jobs_api.get(&job).await.ok()?;
+            let a = j.metadata.annotations.clone().unwrap_or_default();
+            a.contains_key("captf.io/bookkept").then_some(a)
+        },
+    )
+    .await;
+    assert_eq!(
+        killed.get("captf.io/interrupted").map(String::as_str),
+        Some("true")
+    );
+    let enc = mgr.metrics.encode();
+    assert!(
+        (metric(&enc, "captf_jobs_total", &["result=\"interrupted\""]) - 1.0).abs() < 1e-9,
+        "{enc}"
+    );
+    assert!(
+        metric(&enc, "captf_jobs_total", &["result=\"failed\""]).abs() < 1e-9,
+        "{enc}"
+    );
+    let tc = get_json(&client, &ns, TC, "TerraformCluster", "slow").await;
+    assert_ne!(
+        condition(&tc, "ApplyJobSucceeded").map(|c| c.1),
+        Some("ApplyFailed".to_owned()),
+        "{tc:#}"
+    );
+}
+
+/// Two managers reconciling the same objects start one Job per operation, never two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_managers_never_run_two_jobs_for_one_object() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("twomgr").await.unwrap();
+    identity(&client, "id-twomgr", &[ns.as_str()], "planted-twomgr-1").await;
+    let a = start_manager(&client, &ns, &images, "manager-one");
+    let b = start_manager(&client, &ns, &images, "manager-two");
+    cluster(&client, &ns, "twice", "id-twomgr", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "twice", "True", LONG).await;
+    capi_cluster_provisioned(&client, &ns, "twice").await;
+    machine(
+        &client,
+        &ns,
+        "twice",
+        "twice-m",
+        &images.machine,
+        false,
+        "planted-bootstrap-two",
+    )
+    .await;
+    wait_ready(&client, &ns, "TerraformMachine", "twice-m", "True", LONG).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(jobs_of(&client, &ns, "twice").await.len(), 1);
+    assert_eq!(jobs_of(&client, &ns, "twice-m").await.len(), 1);
+    let finished: f64 = [&a, &b]
+        .iter()
+        .map(|m| {
+            metric(
+                &m.metrics.encode(),
+                "captf_jobs_total",
+                &["result=\"succeeded\""],
+            )
+        })
+        .sum();
+    assert!(finished >= 2.0, "the two Jobs were bookkept");
+}
+
+/// A manager killed while its Job runs loses nothing: the next one picks the finished Job up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_manager_picks_up_the_finished_job() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("restart").await.unwrap();
+    identity(&client, "id-restart", &[ns.as_str()], "planted-restart-1").await;
+    let first = start_manager(&client, &ns, &images, "manager-first");
+    cluster(&client, &ns, "again", "id-restart", &images.cluster).await;
+    let job = eventually(LONG, "the apply Job", || async {
+        jobs_of(&client, &ns, "again")
+            .await
+            .first()
+            .and_then(|j| j.metadata.name.clone())
+    })
+    .await;
+    first.kill();
+    let jobs_api: Api<Job> = Api::namespaced(client.clone(), &ns);
+    eventually(LONG, "the Job finished with no manager", || async {
+        finished_at(&jobs_api.get(&job).await.ok()?)
+    })
+    .await;
+    let tc = get_json(&client, &ns, TC, "TerraformCluster", "again").await;
+    assert_ne!(condition(&tc, "Ready").unwrap().0, "True");
+    let _second = start_manager(&client, &ns, &images, "manager-second");
+    let tc = wait_ready(&client, &ns, "TerraformCluster", "again", "True", LONG).await;
+    assert_eq!(tc["status"]["lastRun"]["job"], job.as_str());
+    assert_eq!(tc["status"]["initialization"]["provisioned"], true);
+    let j = jobs_api.get(&job).await.unwrap();
+    assert_eq!(
+        j.metadata
+            .annotations
+            .unwrap()
+            .get("captf.io/bookkept")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert!(
+        get_json_opt(&client, &ns, "v1", "Secret", &format!("captf-run-{job}"))
+            .await
+            .is_none()
+    );
+    assert_eq!(jobs_of(&client, &ns, "again").await.len(), 1);
+}
+
+/// Under the cluster operation gate a machine's apply waits for its cluster's running apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_apply_waits_for_the_cluster_apply() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = slow_image(env).await;
+    let ns = env.namespace("gate").await.unwrap();
+    identity(&client, "id-gate", &[ns.as_str()], "planted-gate-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-gate");
+    cluster(&client, &ns, "gated", "id-gate", &image).await;
+    wait_ready(&client, &ns, "TerraformCluster", "gated", "True", LONG).await;
+    capi_cluster_provisioned(&client, &ns, "gated").await;
+    // A slow re-apply of the cluster…
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "gated",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"variables": {"sleep_seconds": 20}}})),
+    )
+    .await
+    .unwrap();
+    let cluster_job = eventually(LONG, "the cluster's re-apply", || async {
+        let jobs = op_jobs(&jobs_of(&client, &ns, "gated").await, "apply");
+        (jobs.len() == 2).then(|| jobs[1].clone())
+    })
+    .await;
+    // …during which a machine is created.
+    machine(
+        &client,
+        &ns,
+        "gated",
+        "gated-m",
+        &images.machine,
+        true,
+        "planted-bootstrap-gate",
+    )
+    .await;
+    eventually(
+        Duration::from_secs(60),
+        "WaitingForClusterOperation",
+        || async {
+            let tm = get_json(&client, &ns, TC, "TerraformMachine", "gated-m").await;
+            (condition(&tm, "ApplyJobSucceeded").map(|c| c.1)
+                == Some("WaitingForClusterOperation".to_owned()))
+            .then_some(())
+        },
+    )
+    .await;
+    wait_ready(&client, &ns, "TerraformMachine", "gated-m", "True", LONG).await;
+    let jobs_api: Api<Job> = Api::namespaced(client.clone(), &ns);
+    let cluster_done = finished_at(
+        &jobs_api
+            .get(cluster_job.metadata.name.as_ref().unwrap())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let machine_job = op_jobs(&jobs_of(&client, &ns, "gated-m").await, "apply")
+        .into_iter()
+        .next()
+        .unwrap();
+    assert!(
+        created_at(&machine_job) >= cluster_done - Duration::from_secs(1),
+        "the machine's apply started only after the cluster's finished"
+    );
+}
+
+/// The API requests one steady-state reconcile of a provisioned object with nothing to do makes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_state_reconcile_requests() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let admin = env.client().await.unwrap();
+    install_runner_cluster_role(&admin).await;
+    let ns = env.namespace("steady").await.unwrap();
+    identity(&admin, "id-steady", &[ns.as_str()], "planted-steady-1").await;
+    let count = Arc::new(AtomicUsize::new(0));
+    let counter = count.clone();
+    let kc = kube::config::Kubeconfig::read_from(&env.endpoints().kubeconfig).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    let counting = kube::client::ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&tower::util::MapRequestLayer::new(
+            move |req: http::Request<kube::client::Body>| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                req
+            },
+        ))
+        .build();
+    let _mgr = start_manager(&counting, &ns, &images, "manager-steady");
+    cluster(&admin, &ns, "steady", "id-steady", &images.cluster).await;
+    wait_ready(&admin, &ns, "TerraformCluster", "steady", "True", LONG).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before = count.load(Ordering::SeqCst);
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(admin.clone(), &ns);
+    tcs.patch(
+        "steady",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"poke": "1"}}})),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let used = count.load(Ordering::SeqCst) - before;
+    eprintln!(
+        "STEADY-STATE: one reconcile of a provisioned TerraformCluster made {used} API requests"
+    );
+    assert!(used > 0 && used <= 20, "{used} requests");
+    assert_eq!(jobs_of(&admin, &ns, "steady").await.len(), 1);
+}
+
+/// Leader election: one manager holds the Lease; another takes it only once it expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_one_manager_leads_and_another_takes_over_an_expired_lease() {
+    let env = testenv::TestEnv::shared().expect("test environment starts");
+    let client = env.client().await.unwrap();
+    let ns = env.namespace("leader").await.unwrap();
+    let election = |identity: &str| manager::leader::Election {
+        namespace: ns.clone(),
+        identity: identity.to_owned(),
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_secs(1),
+        retry_period: Duration::from_millis(200),
+    };
+    let (a, b) = (election("manager-a"), election("manager-b"));
+    assert!(a.try_acquire(&client).await.unwrap());
+    assert!(!b.try_acquire(&client).await.unwrap(), "the Lease is held");
+    assert!(a.try_acquire(&client).await.unwrap(), "the holder renews");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        b.try_acquire(&client).await.unwrap(),
+        "an expired Lease is taken over"
+    );
+    assert!(!a.try_acquire(&client).await.unwrap());
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), &ns);
+    let lease = leases.get(manager::leader::LEASE_NAME).await.unwrap();
+    let spec = lease.spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("manager-b"));
+    assert_eq!(spec.lease_transitions, Some(1));
+}

@@ -1,0 +1,478 @@
+//! A TerraformCluster and its TerraformMachines from first apply to destroy, with the no-op
+//! modules running in real Jobs of the test environment (The Reconcile Lifecycle, Cluster Role,
+//! Machine Role, Job Inputs, Terraform State). Cluster API's own controllers do not run: the test
+//! creates and updates the Cluster API objects the way they would.
+//!
+//! Needs root, the test binaries and a static runner (see `testenv::testbin::static_runner`);
+//! skipped with a message without the runner.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use base64::Engine;
+use common::*;
+use contract::names::ObjectKind;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
+const LONG: Duration = Duration::from_secs(240);
+
+/// Bring-up of one cluster with three control-plane and three worker machines: eight Jobs (the
+/// book's count), the endpoint written once, providerIDs and sorted addresses, bootstrap data
+/// arriving base64 in the module; `control_plane_initialized` re-applies the cluster exactly once;
+/// label edits and controller-written fields re-apply nothing; deletion waits for the machines,
+/// destroys from the durable inputs after the Machine and bootstrap Secret are gone, and leaves
+/// no CAPTF Secret, Lease or finalizer behind; no log, event, condition or status carries the
+/// planted secrets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_and_machines_from_first_apply_to_destroy() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("lifecycle").await.unwrap();
+    let credential = "planted-credential-7f3a9c";
+    let bootstrap_secret = "planted-bootstrap-d41d8c";
+    identity(&client, "id-lifecycle", &[ns.as_str()], credential).await;
+    // The manager runs as its ServiceAccount with exactly config/rbac/role.yaml.
+    let manager_client = manager_client(env, &client).await;
+    let mgr = start_manager(&manager_client, &ns, &images, "manager-a");
+
+    cluster(&client, &ns, "prod", "id-lifecycle", &images.cluster).await;
+    let tc = wait_ready(&client, &ns, "TerraformCluster", "prod", "True", LONG).await;
+    assert_eq!(tc["status"]["initialization"]["provisioned"], true);
+    assert_eq!(
+        tc["spec"]["controlPlaneEndpoint"],
+        json!({"host": format!("prod.{ns}.noop.invalid"), "port": 6443})
+    );
+    assert_eq!(
+        tc["metadata"]["annotations"]["captf.io/endpoint-source"],
+        "module"
+    );
+    assert_eq!(
+        condition(&tc, "EndpointAvailable").unwrap().0,
+        "True",
+        "{tc:#}"
+    );
+    assert!(
+        tc["metadata"]["finalizers"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("terraformcluster.infrastructure.cluster.x-k8s.io"))
+    );
+    // The digest the kubelet ran is pinned on the durable inputs Secret.
+    let durable = get_json(&client, &ns, "v1", "Secret", "captf-inputs-c-prod").await;
+    let digest = durable["metadata"]["annotations"]["captf.io/image-digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(digest.starts_with("sha256:"), "{durable:#}");
+    assert_eq!(
+        durable["metadata"]["annotations"]["captf.io/identity"],
+        "id-lifecycle"
+    );
+    // The credential mirror, owned by the cluster.
+    let mirror = get_json(&client, &ns, "v1", "Secret", "captf-creds-id-lifecycle").await;
+    assert!(mirror["metadata"]["annotations"]["captf.io/source-hash"].is_string());
+    // The runner's RBAC is the static ClusterRole, bound in the namespace.
+    let rb = get_json(
+        &client,
+        &ns,
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+        "captf-runner",
+    )
+    .await;
+    assert_eq!(
+        rb["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "captf-runner"})
+    );
+
+    capi_cluster_provisioned(&client, &ns, "prod").await;
+    let machines: Vec<(String, bool)> = (0..3)
+        .map(|i| (format!("prod-cp-{i}"), true))
+        .chain((0..3).map(|i| (format!("prod-md-{i}"), false)))
+        .collect();
+    for (name, cp) in &machines {
+        machine(
+            &client,
+            &ns,
+            "prod",
+            name,
+            &images.machine,
+            *cp,
+            &format!("{bootstrap_secret}-{name}"),
+        )
+        .await;
+    }
+    for (name, _) in &machines {
+        let tm = wait_ready(&client, &ns, "TerraformMachine", name, "True", LONG).await;
+        assert_eq!(
+            tm["spec"]["providerID"],
+            format!("noop:///{ns}/{name}"),
+            "{tm:#}"
+        );
+        assert_eq!(
+            tm["status"]["addresses"],
+            json!([{"type": "InternalIP", "address": "10.0.0.1"}])
+        );
+        assert_eq!(tm["status"]["interruptible"], false);
+        assert_eq!(tm["status"]["initialization"]["provisioned"], true);
+        // The bootstrap data reached the module base64-encoded: the no-op module keeps its hash.
+        let state = state_document(&client, &ns, ObjectKind::Machine, name).await;
+        let input = &state["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["type"] == "terraform_data")
+            .unwrap()["instances"][0]["attributes"]["input"]["value"];
+        let b64 =
+            base64::engine::general_purpose::STANDARD.encode(format!("{bootstrap_secret}-{name}"));
+        assert_eq!(
+            input["bootstrap_sha256"].as_str().unwrap(),
+            hex::encode(Sha256::digest(b64.as_bytes()))
+        );
+        assert_eq!(input["control_plane"], name.contains("-cp-"));
+        assert_eq!(
+            input["backend_id"],
+            format!("noop:///{ns}/prod/backend"),
+            "captf_cluster_outputs carries the cluster's exports"
+        );
+    }
+
+    // The control plane comes up: the cluster re-applies exactly once.
+    capi_control_plane_initialized(&client, &ns, "prod").await;
+    eventually(LONG, "the cluster's second apply", || async {
+        let jobs = jobs_of(&client, &ns, "prod").await;
+        (op_jobs(&jobs, "apply").len() == 2
+            && jobs
+                .iter()
+                .all(|j| j.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0) == 1))
+        .then_some(())
+    })
+    .await;
+    wait_ready(&client, &ns, "TerraformCluster", "prod", "True", LONG).await;
+
+    // Label edits re-apply nothing, nor does anything the controller wrote itself.
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "prod",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+    )
+    .await
+    .unwrap();
+    let tms: Api<api::machine::TerraformMachine> = Api::namespaced(client.clone(), &ns);
+    tms.patch(
+        "prod-md-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let mut total = 0;
+    for owner in std::iter::once("prod").chain(machines.iter().map(|(n, _)| n.as_str())) {
+        total += jobs_of(&client, &ns, owner).await.len();
+    }
+    assert_eq!(
+        total, 8,
+        "one cluster apply, six machine applies, one re-apply after control_plane_initialized"
+    );
+    assert_eq!(
+        op_jobs(&jobs_of(&client, &ns, "prod").await, "apply").len(),
+        2
+    );
+
+    // No planted value in any status or condition.
+    let tc = get_json(&client, &ns, TC, "TerraformCluster", "prod").await;
+    let mut statuses = tc["status"].to_string();
+    for (name, _) in &machines {
+        statuses.push_str(
+            &get_json(&client, &ns, TC, "TerraformMachine", name).await["status"].to_string(),
+        );
+    }
+    assert!(!statuses.contains(credential) && !statuses.contains(bootstrap_secret));
+
+    // Deleting the cluster first: it waits for its machines.
+    delete(&client, &ns, TC, "TerraformCluster", "prod").await;
+    eventually(LONG, "DeletionBlocked", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "prod").await;
+        (condition(&tc, "DeletionBlocked").map(|c| c.1) == Some("DependentsExist".to_owned()))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        op_jobs(&jobs_of(&client, &ns, "prod").await, "destroy").len(),
+        0
+    );
+
+    // Machines go the way Cluster API deletes them: the Machine and its bootstrap Secret first,
+    // then the TerraformMachine; the destroy runs from the durable inputs.
+    for (name, _) in &machines {
+        delete(&client, &ns, "cluster.x-k8s.io/v1beta2", "Machine", name).await;
+        delete(&client, &ns, "v1", "Secret", &format!("{name}-bootstrap")).await;
+    }
+    for (name, _) in &machines {
+        delete(&client, &ns, TC, "TerraformMachine", name).await;
+    }
+    for (name, _) in &machines {
+        eventually(LONG, &format!("{name} gone"), || async {
+            get_json_opt(&client, &ns, TC, "TerraformMachine", name)
+                .await
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
+    eventually(LONG, "the TerraformCluster gone", || async {
+        get_json_opt(&client, &ns, TC, "TerraformCluster", "prod")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let destroyed = mgr
+        .metrics
+        .encode()
+        .lines()
+        .filter(|l| {
+            l.starts_with("captf_jobs_total{")
+                && l.contains("op=\"destroy\"")
+                && l.contains("result=\"succeeded\"")
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum::<u64>();
+    assert_eq!(destroyed, 7, "one destroy per object");
+
+    // Nothing of CAPTF's is left: no state, inputs, run or mirror Secret, no lease.
+    eventually(Duration::from_secs(60), "no CAPTF Secret left", || async {
+        let left: BTreeSet<String> = secrets(&client, &ns)
+            .await
+            .into_iter()
+            .filter_map(|s| s.metadata.name)
+            .filter(|n| n.starts_with("tfstate-") || n.starts_with("captf-"))
+            .collect();
+        left.is_empty().then_some(()).or_else(|| {
+            eprintln!("left: {left:?}");
+            None
+        })
+    })
+    .await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let left: Vec<String> = leases
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|l| l.metadata.name)
+        .filter(|n| n.starts_with("captf-") || n.starts_with("lock-tfstate-"))
+        .collect();
+    assert!(left.is_empty(), "leases left: {left:?}");
+
+    mgr.stop().await;
+    // No planted value in any log line, event or status the manager wrote.
+    let log = logs();
+    for planted in [credential, bootstrap_secret] {
+        assert!(!log.contains(planted), "a log line carries {planted}");
+        let b64 = base64::engine::general_purpose::STANDARD.encode(planted);
+        assert!(
+            !log.contains(&b64[..12]),
+            "a log line carries {planted} in base64"
+        );
+    }
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let all =
+        serde_json::to_string(&events.list(&ListParams::default()).await.unwrap().items).unwrap();
+    assert!(!all.contains(credential) && !all.contains(bootstrap_secret));
+}
+
+/// Drops `old_uid` from the owner references of every Secret in `ns` (or re-points them to
+/// `new_uid`), so deleting the old object does not take what `clusterctl move` carries over.
+async fn repoint_owned_secrets(
+    client: &kube::Client,
+    ns: &str,
+    old_uid: &str,
+    new_uid: Option<&str>,
+) {
+    let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    for s in api.list(&ListParams::default()).await.unwrap() {
+        let Some(owners) = s.metadata.owner_references.clone() else {
+            continue;
+        };
+        if !owners.iter().any(|o| o.uid == old_uid) {
+            continue;
+        }
+        let owners: Vec<_> = owners
+            .into_iter()
+            .filter_map(|mut o| {
+                if o.uid == old_uid {
+                    new_uid?.clone_into(&mut o.uid);
+                }
+                Some(o)
+            })
+            .collect();
+        api.patch(
+            s.metadata.name.as_ref().unwrap(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"ownerReferences": owners}})),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// A `clusterctl move`-style re-creation (new UIDs, no status, no Job history, the state and
+/// durable inputs Secrets carried over) rebuilds `provisioned` from state and re-applies nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_cluster_and_machine_rebuild_their_status_and_run_nothing() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("move").await.unwrap();
+    identity(&client, "id-move", &[ns.as_str()], "planted-move-1").await;
+    let first = start_manager(&client, &ns, &images, "manager-before-move");
+    cluster(&client, &ns, "moved", "id-move", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "moved", "True", LONG).await;
+    capi_cluster_provisioned(&client, &ns, "moved").await;
+    capi_control_plane_initialized(&client, &ns, "moved").await;
+    machine(
+        &client,
+        &ns,
+        "moved",
+        "moved-m",
+        &images.machine,
+        true,
+        "planted-move-boot",
+    )
+    .await;
+    wait_ready(&client, &ns, "TerraformMachine", "moved-m", "True", LONG).await;
+    eventually(LONG, "the cluster's re-apply", || async {
+        let jobs = jobs_of(&client, &ns, "moved").await;
+        (op_jobs(&jobs, "apply").len() == 2
+            && jobs
+                .iter()
+                .all(|j| j.status.as_ref().and_then(|s| s.succeeded) == Some(1)))
+        .then_some(())
+    })
+    .await;
+    wait_ready(&client, &ns, "TerraformCluster", "moved", "True", LONG).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    first.stop().await;
+
+    // "Move": every object re-created with a new UID and no status; what they owned follows.
+    let moved_at = std::time::SystemTime::now();
+    for (kind, name) in [
+        ("TerraformMachine", "moved-m"),
+        ("TerraformCluster", "moved"),
+    ] {
+        let old = get_json(&client, &ns, TC, kind, name).await;
+        let old_uid = old["metadata"]["uid"].as_str().unwrap().to_owned();
+        repoint_owned_secrets(&client, &ns, &old_uid, None).await;
+        let tcs: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            &ns,
+            &kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk(
+                    "infrastructure.cluster.x-k8s.io",
+                    "v1alpha1",
+                    kind,
+                ),
+                &format!("{}s", kind.to_lowercase()),
+            ),
+        );
+        tcs.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+        delete(&client, &ns, TC, kind, name).await;
+        eventually(LONG, "the old object gone", || async {
+            get_json_opt(&client, &ns, TC, kind, name)
+                .await
+                .is_none()
+                .then_some(())
+        })
+        .await;
+        let mut fresh = json!({
+            "apiVersion": TC, "kind": kind,
+            "metadata": {"name": name, "labels": old["metadata"]["labels"],
+                         "annotations": old["metadata"]["annotations"],
+                         "ownerReferences": old["metadata"]["ownerReferences"]},
+            "spec": old["spec"],
+        });
+        fresh["metadata"]["annotations"]
+            .as_object_mut()
+            .map(|a| a.remove("clusterctl.cluster.x-k8s.io/block-move"));
+        let created = create(&client, &ns, fresh).await;
+        let new_uid = created.metadata.uid.unwrap();
+        // Secrets owned by the old object were left ownerless above; give them the new owner.
+        let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+        for s in api.list(&ListParams::default()).await.unwrap() {
+            let n = s.metadata.name.clone().unwrap();
+            let suffix = contract::names::state_suffix(
+                &ns,
+                if kind == "TerraformCluster" {
+                    ObjectKind::Cluster
+                } else {
+                    ObjectKind::Machine
+                },
+                name,
+            );
+            let short = if kind == "TerraformCluster" { "c" } else { "m" };
+            if n.starts_with(&format!("tfstate-default-{suffix}"))
+                || n == format!("captf-inputs-{short}-{name}")
+            {
+                api.patch(
+                    &n,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"ownerReferences": [{
+                        "apiVersion": TC, "kind": kind, "name": name, "uid": new_uid}]}})),
+                )
+                .await
+                .unwrap();
+            }
+        }
+    }
+
+    let _second = start_manager(&client, &ns, &images, "manager-after-move");
+    let tc = wait_ready(&client, &ns, "TerraformCluster", "moved", "True", LONG).await;
+    assert_eq!(
+        tc["status"]["initialization"]["provisioned"], true,
+        "{tc:#}"
+    );
+    let tm = wait_ready(&client, &ns, "TerraformMachine", "moved-m", "True", LONG).await;
+    assert_eq!(
+        tm["status"]["initialization"]["provisioned"], true,
+        "{tm:#}"
+    );
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    for owner in ["moved", "moved-m"] {
+        let new_jobs: Vec<String> = jobs_of(&client, &ns, owner)
+            .await
+            .into_iter()
+            .filter(|j| {
+                std::time::SystemTime::from(j.metadata.creation_timestamp.as_ref().unwrap().0)
+                    >= moved_at
+            })
+            .filter_map(|j| j.metadata.name)
+            .collect();
+        assert!(
+            new_jobs.is_empty(),
+            "{owner} ran {new_jobs:?} after the move"
+        );
+    }
+}
