@@ -16,10 +16,13 @@ STATIC := RUSTFLAGS='-C target-feature=+crt-static'
 # Integration tests run the static runner (debug build) inside real Job pods.
 export CAPTF_RUNNER_BIN ?= $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/debug/runner
 
-.PHONY: help test lint fmt fmt-check clippy unit crds docs-check testbin runner-static runner-static-dev
+.PHONY: help quickstart test lint fmt fmt-check clippy unit crds docs-check testbin runner-static runner-static-dev
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
+
+quickstart: testbin runner-static-dev ## The Quick Start: a local control plane, the manager, one cluster and two machines brought up from the no-op modules in real Jobs, then deleted.
+	$(CARGO) run --locked -q -p manager --example quickstart
 
 test: fmt-check clippy docs-check unit ## Everything CI checks: formatting, clippy -D warnings, docs links, all tests.
 
