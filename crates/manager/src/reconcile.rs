@@ -1557,8 +1557,9 @@ async fn start_job(
         }
     }
     // The lock.
-    let prefix = format!("captf-{}-", kind.short());
-    let force_unlock = match state::check_lock(client, &ns, suffix, &prefix).await? {
+    let force_unlock = match state::check_lock(client, &ns, suffix, &own_pod_prefix(kind, &name))
+        .await?
+    {
         LockCheck::Free => None,
         LockCheck::Stale { id } => Some(id),
         LockCheck::Held { who } => {
@@ -1692,6 +1693,23 @@ async fn start_job(
     );
     info!(kind = kind.kind(), namespace = %ns, name = %name, job = %job_name, "job created");
     Ok(Started::Yes(job_name))
+}
+
+/// The name prefix every runner pod of the object carries: `captf-<kindshort>-<name>-` (the
+/// object name hashed as in Job names when those would be too long).
+fn own_pod_prefix(kind: ObjectKind, name: &str) -> String {
+    let sample = contract::names::job_name(&contract::names::JobNameParts {
+        kind,
+        name,
+        operation: Operation::Apply,
+        attempt: 1,
+        inputs_hash: "",
+        tick: None,
+    });
+    match sample.rfind("-apply-a1-") {
+        Some(i) => format!("{}-", &sample[..i]),
+        None => format!("captf-{}-", kind.short()),
+    }
 }
 
 /// `captf.io/endpoint-source: user` before the first apply when an endpoint is already set.

@@ -1,0 +1,192 @@
+//! The state lock and the drift schedule with real Jobs (spec: Terraform State "Locks", Drift and
+//! Health "What runs, and when").
+//!
+//! Needs root, the test binaries and a static runner; skipped with a message without the runner.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
+const LONG: Duration = Duration::from_secs(240);
+
+async fn set_lock(client: &kube::Client, ns: &str, name: &str, id: &str, who: &str) {
+    let suffix = contract::names::state_suffix(ns, contract::names::ObjectKind::Cluster, name);
+    let lease_name = format!("lock-tfstate-default-{suffix}");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let info = json!({"ID": id, "Operation": "OperationTypeApply", "Info": "", "Who": who,
+                      "Version": "1.12.6", "Created": "2026-01-01T00:00:00Z", "Path": ""});
+    let mut lease: Lease = match leases.get_opt(&lease_name).await.unwrap() {
+        Some(l) => l,
+        None => serde_json::from_value(json!({"metadata": {"name": lease_name}})).unwrap(),
+    };
+    lease
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("app.terraform.io/lock-info".to_owned(), info.to_string());
+    lease.spec.get_or_insert_default().holder_identity = Some(id.to_owned());
+    if lease.metadata.resource_version.is_some() {
+        leases
+            .replace(&lease_name, &PostParams::default(), &lease)
+            .await
+            .unwrap();
+    } else {
+        leases.create(&PostParams::default(), &lease).await.unwrap();
+    }
+}
+
+async fn poke(client: &kube::Client, ns: &str, name: &str, value: &str) {
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
+    tcs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"poke": value}}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// A lock held by something else is reported and runs nothing; a lock left by one of the
+/// object's own runner pods that is gone is force-unlocked by the next Job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_lock_is_reported_and_a_stale_own_lock_is_force_unlocked() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("locks").await.unwrap();
+    identity(&client, "id-locks", &[ns.as_str()], "planted-locks-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-locks");
+    cluster(&client, &ns, "locked", "id-locks", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "locked", "True", LONG).await;
+    let lock_id = "4a7c8b1e-0000-4000-8000-locked000001";
+    set_lock(&client, &ns, "locked", lock_id, "alice@workstation").await;
+    // A Cluster change the cluster role renders: a re-apply is due.
+    let clusters: Api<api::capi::Cluster> = Api::namespaced(client.clone(), &ns);
+    clusters
+        .patch(
+            "locked",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"clusterNetwork": {"serviceDomain": "example.internal"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let tc = eventually(LONG, "StateLocked", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "locked").await;
+        (condition(&tc, "StateReadable").map(|c| c.1) == Some("StateLocked".to_owned()))
+            .then_some(tc)
+    })
+    .await;
+    assert_eq!(
+        condition(&tc, "Ready").unwrap().0,
+        "True",
+        "a held lock never un-Readies"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        jobs_of(&client, &ns, "locked").await.len(),
+        1,
+        "nothing ran"
+    );
+
+    // The holder is one of this object's own runner pods, and it is gone.
+    set_lock(
+        &client,
+        &ns,
+        "locked",
+        lock_id,
+        "root@captf-c-locked-apply-a1-000000-zzzzz",
+    )
+    .await;
+    poke(&client, &ns, "locked", "1").await;
+    let job = eventually(LONG, "the re-apply", || async {
+        let jobs = op_jobs(&jobs_of(&client, &ns, "locked").await, "apply");
+        (jobs.len() == 2).then(|| jobs[1].clone())
+    })
+    .await;
+    let args = job.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap();
+    assert!(
+        args.contains(&format!("--force-unlock={lock_id}")),
+        "{args:?}"
+    );
+    let tc = eventually(LONG, "StateRead again", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "locked").await;
+        (condition(&tc, "StateReadable").map(|c| c.1) == Some("StateRead".to_owned())
+            && tc["status"]["activeJob"].is_null())
+        .then_some(tc)
+    })
+    .await;
+    assert_eq!(
+        condition(&tc, "ApplyJobSucceeded").unwrap().1,
+        "ApplySucceeded",
+        "{tc:#}"
+    );
+    let steps: Vec<String> = tc["status"]["lastRun"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(steps[..2], ["init".to_owned(), "force-unlock".to_owned()]);
+    let enc = mgr.metrics.encode();
+    assert!(
+        enc.contains("captf_lock_force_unlocks_total{kind=\"TerraformCluster\"} 1"),
+        "{enc}"
+    );
+}
+
+/// A drift interval runs drift checks that find nothing on an unchanged no-op module.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_checks_run_on_their_interval() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("drift").await.unwrap();
+    identity(&client, "id-drift", &[ns.as_str()], "planted-drift-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-drift");
+    cluster(&client, &ns, "drifty", "id-drift", &images.cluster).await;
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "drifty",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"drift": {"intervalSeconds": 5}}})),
+    )
+    .await
+    .unwrap();
+    let tc = eventually(LONG, "a drift check", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "drifty").await;
+        (condition(&tc, "DriftJobSucceeded").map(|c| c.1) == Some("DriftChecked".to_owned()))
+            .then_some(tc)
+    })
+    .await;
+    assert_eq!(
+        condition(&tc, "DriftDetected"),
+        Some(("False".to_owned(), "NoDrift".to_owned()))
+    );
+    assert!(tc["status"]["lastDriftCheck"].is_string(), "{tc:#}");
+    assert_eq!(tc["status"]["lastRun"]["operation"], "drift");
+    assert_eq!(condition(&tc, "Ready").unwrap().0, "True");
+    let drifts = op_jobs(&jobs_of(&client, &ns, "drifty").await, "drift");
+    assert!(!drifts.is_empty());
+    // Drift checks never re-apply.
+    assert_eq!(
+        op_jobs(&jobs_of(&client, &ns, "drifty").await, "apply").len(),
+        1
+    );
+}
