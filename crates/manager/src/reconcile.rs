@@ -751,6 +751,22 @@ async fn pass(target: &Target, ctx: &Context) -> Result<Action, Error> {
         .await?;
         health_reading = o.reading;
         health_definite = o.definite;
+        // status.pendingRefreshes: consecutive samples reading pending, for the refresh backoff
+        // (30 s, 1 m, 2 m, 4 m, then 5 m).
+        let sampled = kept.iter().any(|k| {
+            k.outcome == JobOutcome::Succeeded
+                && records.iter().any(|r| {
+                    r.name == k.name && matches!(r.operation, Operation::Refresh | Operation::Drift)
+                })
+        });
+        let w = draft.workload_mut();
+        match health_reading {
+            HealthReading::Pending if sampled => {
+                w.pending_refreshes = Some(w.pending_refreshes.unwrap_or(0).saturating_add(1));
+            }
+            HealthReading::Pending => {}
+            _ => w.pending_refreshes = None,
+        }
     } else if !draft.provisioned() && active.is_none() {
         conds.set_if_missing(
             ctype::OUTPUTS_VALID,
