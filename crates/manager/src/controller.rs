@@ -253,12 +253,18 @@ pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync 
     });
 
     let identity_run = crate::identity_status::run(ctx.clone(), stop());
+    let sweep_run = crate::sweep::run(
+        ctx.client.clone(),
+        ctx.settings.namespace.clone(),
+        ctx.settings.sync_period,
+        stop(),
+    );
 
     tokio::spawn(async move {
         shutdown.await;
         let _ = tx.send(true);
     });
-    let ((), (), r) = tokio::join!(tc_run, tm_run, identity_run);
+    let ((), (), r, ()) = tokio::join!(tc_run, tm_run, identity_run, sweep_run);
     if let Err(e) = r {
         warn!(error = %e, "TerraformClusterIdentity status loop ended");
     }

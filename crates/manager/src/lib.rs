@@ -26,5 +26,6 @@ pub mod patch;
 pub mod reconcile;
 pub mod runner_rbac;
 pub mod state;
+pub mod sweep;
 
 pub use context::{Context, Settings};

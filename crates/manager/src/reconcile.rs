@@ -1153,6 +1153,11 @@ async fn pass(target: &Target, ctx: &Context) -> Result<Action, Error> {
     }
     if drop_finalizer {
         remove_finalizer(ctx, target).await?;
+        // The last object of the namespace takes the runner's RBAC and CAPTF's leases with it.
+        if let Err(e) = crate::sweep::sweep_namespace(client, &ns, Some(&uid), Duration::ZERO).await
+        {
+            warn!(namespace = %ns, error = %e, "orphan sweep after a finalizer's removal");
+        }
         outbox.normal(
             events::DESTROYED,
             format!("{kind_name} {name}: infrastructure destroyed and state removed"),

@@ -278,6 +278,20 @@ async fn cluster_and_machines_from_first_apply_to_destroy() {
         .filter(|n| n.starts_with("captf-") || n.starts_with("lock-tfstate-"))
         .collect();
     assert!(left.is_empty(), "leases left: {left:?}");
+    // The orphan sweep took the runner's RBAC with the namespace's last object.
+    eventually(Duration::from_secs(60), "the runner RBAC swept", || async {
+        let sa = get_json_opt(&client, &ns, "v1", "ServiceAccount", "captf-runner").await;
+        let rb = get_json_opt(
+            &client,
+            &ns,
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            "captf-runner",
+        )
+        .await;
+        (sa.is_none() && rb.is_none()).then_some(())
+    })
+    .await;
 
     mgr.stop().await;
     // No planted value in any log line, event or status the manager wrote.

@@ -207,17 +207,21 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
             ],
         ),
         (&[""], &["namespaces", "configmaps"], &["get"]),
-        (&[""], &["serviceaccounts"], &["get", "create"]),
+        (
+            &[""],
+            &["serviceaccounts"],
+            &["get", "list", "create", "delete"],
+        ),
         (
             &["rbac.authorization.k8s.io"],
             &["rolebindings"],
-            &["get", "create", "update", "delete"],
+            &["get", "list", "create", "update", "delete"],
         ),
         (&["rbac.authorization.k8s.io"], &["clusterroles"], &["bind"]),
         (
             &["coordination.k8s.io"],
             &["leases"],
-            &["get", "create", "update", "delete"],
+            &["get", "list", "create", "update", "delete"],
         ),
         (
             &["batch"],

@@ -1,0 +1,176 @@
+//! The orphan sweep (INTERFACE-FACTS §8 "Per-namespace behaviour"; The Reconcile Lifecycle
+//! "Deletion order"): in a namespace with no TerraformCluster, TerraformMachine or
+//! TerraformMachinePool left, the runner ServiceAccount, its RoleBinding and the run and cluster
+//! leases CAPTF created there (`captf.io/managed=true`) are deleted: right after the last object's
+//! finalizer is removed, and by the periodic sweep once they are at least a minute old. It runs after an object's
+//! finalizer is removed, at start and every `--sync-period`, with uncached reads that ignore
+//! `--watch-filter`.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+
+use api::cluster::TerraformCluster;
+use api::constants::labels;
+use api::machine::TerraformMachine;
+use api::machinepool::TerraformMachinePool;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Api;
+use kube::api::ListParams;
+use tracing::{info, warn};
+
+use crate::kubeutil::delete_opt;
+
+/// How old a ServiceAccount, RoleBinding or lease must be before the periodic sweep deletes it.
+pub const MIN_AGE: Duration = Duration::from_secs(60);
+
+fn managed() -> ListParams {
+    ListParams::default().labels(&format!("{}=true", labels::MANAGED))
+}
+
+/// Whether `ns` still holds a Terraform* object other than `ignoring` (a UID).
+async fn in_use(client: &kube::Client, ns: &str, ignoring: Option<&str>) -> kube::Result<bool> {
+    let others = |uids: Vec<Option<String>>| uids.into_iter().any(|u| u.as_deref() != ignoring);
+    let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), ns);
+    let tms: Api<TerraformMachine> = Api::namespaced(client.clone(), ns);
+    let tmps: Api<TerraformMachinePool> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default();
+    Ok(others(
+        tcs.list_metadata(&lp)
+            .await?
+            .items
+            .into_iter()
+            .map(|o| o.metadata.uid)
+            .collect(),
+    ) || others(
+        tms.list_metadata(&lp)
+            .await?
+            .items
+            .into_iter()
+            .map(|o| o.metadata.uid)
+            .collect(),
+    ) || others(
+        tmps.list_metadata(&lp)
+            .await?
+            .items
+            .into_iter()
+            .map(|o| o.metadata.uid)
+            .collect(),
+    ))
+}
+
+/// Sweeps one namespace unless a Terraform* object (other than `ignoring`) is still there;
+/// returns how many objects it deleted.
+pub async fn sweep_namespace(
+    client: &kube::Client,
+    ns: &str,
+    ignoring: Option<&str>,
+    min_age: Duration,
+) -> kube::Result<usize> {
+    if in_use(client, ns, ignoring).await? {
+        return Ok(0);
+    }
+    // Only what is older than `min_age`: an object created while the periodic sweep looks has
+    // its runner RBAC created seconds later, and keeps it.
+    let cutoff = SystemTime::now()
+        .checked_sub(min_age)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let old = |meta: &ObjectMeta| {
+        meta.creation_timestamp
+            .as_ref()
+            .is_some_and(|t| SystemTime::from(t.0) <= cutoff)
+    };
+    let mut deleted = 0;
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    for meta in sas.list_metadata(&managed()).await?.items {
+        if let Some(name) = meta
+            .metadata
+            .name
+            .as_deref()
+            .filter(|_| old(&meta.metadata))
+        {
+            deleted += usize::from(delete_opt(&sas, name).await?);
+        }
+    }
+    let rbs: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+    for meta in rbs.list_metadata(&managed()).await?.items {
+        if let Some(name) = meta
+            .metadata
+            .name
+            .as_deref()
+            .filter(|_| old(&meta.metadata))
+        {
+            deleted += usize::from(delete_opt(&rbs, name).await?);
+        }
+    }
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    for meta in leases.list_metadata(&managed()).await?.items {
+        if let Some(name) = meta
+            .metadata
+            .name
+            .as_deref()
+            .filter(|_| old(&meta.metadata))
+        {
+            deleted += usize::from(delete_opt(&leases, name).await?);
+        }
+    }
+    if deleted > 0 {
+        info!(
+            namespace = ns,
+            deleted,
+            "swept CAPTF's runner RBAC and leases from a namespace with no Terraform* object"
+        );
+    }
+    Ok(deleted)
+}
+
+/// Sweeps every namespace holding CAPTF-managed ServiceAccounts, RoleBindings or leases (or
+/// only `namespace`).
+pub async fn sweep(client: &kube::Client, namespace: Option<&str>) -> kube::Result<usize> {
+    let mut namespaces = BTreeSet::new();
+    if let Some(ns) = namespace {
+        namespaces.insert(ns.to_owned());
+    } else {
+        let sas: Api<ServiceAccount> = Api::all(client.clone());
+        let rbs: Api<RoleBinding> = Api::all(client.clone());
+        let leases: Api<Lease> = Api::all(client.clone());
+        for meta in sas.list_metadata(&managed()).await?.items {
+            namespaces.extend(meta.metadata.namespace);
+        }
+        for meta in rbs.list_metadata(&managed()).await?.items {
+            namespaces.extend(meta.metadata.namespace);
+        }
+        for meta in leases.list_metadata(&managed()).await?.items {
+            namespaces.extend(meta.metadata.namespace);
+        }
+    }
+    let mut deleted = 0;
+    for ns in namespaces {
+        deleted += sweep_namespace(client, &ns, None, MIN_AGE).await?;
+    }
+    Ok(deleted)
+}
+
+/// Sweeps at start and every `period` until `stop` resolves.
+pub async fn run(
+    client: kube::Client,
+    namespace: Option<String>,
+    period: Duration,
+    stop: impl Future<Output = ()> + Send,
+) {
+    let periodic = async {
+        loop {
+            if let Err(e) = sweep(&client, namespace.as_deref()).await {
+                warn!(error = %e, "orphan sweep");
+            }
+            tokio::time::sleep(period).await;
+        }
+    };
+    tokio::select! {
+        () = periodic => {}
+        () = stop => {}
+    }
+}
