@@ -1656,9 +1656,11 @@ async fn start_job(
         );
     }
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
-    let created = match jobs.create(&PostParams::default(), &built.job).await {
-        Ok(j) => j,
-        Err(e) if is_conflict(&e) => jobs.get(&job_name).await?,
+    // Job names are deterministic: another manager (or a pass before a crash) may have created
+    // this very Job already; it is then only completed here, and announced once.
+    let (created, new) = match jobs.create(&PostParams::default(), &built.job).await {
+        Ok(j) => (j, true),
+        Err(e) if is_conflict(&e) => (jobs.get(&job_name).await?, false),
         Err(e) => return Err(e.into()),
     };
     let run_secret = job::run_secret(&created, &rendered.main_tf_json, &rendered.tfvars_json);
@@ -1703,16 +1705,18 @@ async fn start_job(
             format!("Apply Job {job_name} runs the approved plan {hash}"),
         );
     }
-    outbox.normal(
-        events::JOB_CREATED,
-        format!(
-            "{} Job {job_name} created (attempt {}, image {image}, reason {})",
-            op.as_str(),
-            start.attempt,
-            decision_reason(&Decision::StartJob(start.clone()))
-        ),
-    );
-    info!(kind = kind.kind(), namespace = %ns, name = %name, job = %job_name, "job created");
+    if new {
+        outbox.normal(
+            events::JOB_CREATED,
+            format!(
+                "{} Job {job_name} created (attempt {}, image {image}, reason {})",
+                op.as_str(),
+                start.attempt,
+                decision_reason(&Decision::StartJob(start.clone()))
+            ),
+        );
+        info!(kind = kind.kind(), namespace = %ns, name = %name, job = %job_name, "job created");
+    }
     Ok(Started::Yes(job_name))
 }
 

@@ -266,6 +266,20 @@ async fn two_managers_never_run_two_jobs_for_one_object() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(jobs_of(&client, &ns, "twice").await.len(), 1);
     assert_eq!(jobs_of(&client, &ns, "twice-m").await.len(), 1);
+    // Announced once, by whichever manager created it.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let created: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("JobCreated")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("twice")
+        })
+        .collect();
+    assert_eq!(created.len(), 1, "{created:#?}");
     let finished: f64 = [&a, &b]
         .iter()
         .map(|m| {
