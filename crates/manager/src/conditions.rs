@@ -63,7 +63,7 @@ impl Conditions {
 
     /// Sets a condition; its transition time moves only when its status changes.
     pub fn set(&mut self, type_: &str, status: ConditionStatus, reason: &str, message: &str) {
-        let message = cap(message);
+        let message = contract::result::cap(message, MAX_MESSAGE);
         let status = status.as_str();
         if let Some(c) = self.list.iter_mut().find(|c| c.type_ == type_) {
             if c.status == status && c.reason == reason && c.message == message {
@@ -197,18 +197,6 @@ impl Conditions {
     }
 }
 
-/// A message capped to the API's limit, on a character boundary.
-fn cap(message: &str) -> String {
-    if message.len() <= MAX_MESSAGE {
-        return message.to_owned();
-    }
-    let mut end = MAX_MESSAGE;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    message[..end].to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +267,8 @@ mod tests {
     #[test]
     fn long_messages_are_capped_on_a_char_boundary() {
         let long = "é".repeat(MAX_MESSAGE);
-        assert!(cap(&long).len() <= MAX_MESSAGE);
+        let mut c = Conditions::new(None, None, at(1));
+        c.set("X", ConditionStatus::False, "Long", &long);
+        assert!(c.get("X").unwrap().message.len() <= MAX_MESSAGE);
     }
 }

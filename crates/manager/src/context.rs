@@ -12,8 +12,9 @@ use api::workload::WorkspaceSpec;
 use contract::names::ObjectKind;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::metrics::Metrics;
 
@@ -215,6 +216,43 @@ impl Target {
         match self {
             Self::Cluster(o) => o.labels(),
             Self::Machine(o) => o.labels(),
+        }
+    }
+
+    /// Merge-patches the object, or its status subresource when `status`; `Ok(false)` when the
+    /// object is gone.
+    pub async fn merge_patch(
+        &self,
+        client: &Client,
+        patch: &serde_json::Value,
+        status: bool,
+    ) -> kube::Result<bool> {
+        let ns = self.namespace();
+        let name = self.name();
+        let pp = PatchParams::default();
+        let patch = Patch::Merge(patch);
+        let result = match (self, status) {
+            (Self::Cluster(_), false) => Api::<TerraformCluster>::namespaced(client.clone(), &ns)
+                .patch(&name, &pp, &patch)
+                .await
+                .map(drop),
+            (Self::Cluster(_), true) => Api::<TerraformCluster>::namespaced(client.clone(), &ns)
+                .patch_status(&name, &pp, &patch)
+                .await
+                .map(drop),
+            (Self::Machine(_), false) => Api::<TerraformMachine>::namespaced(client.clone(), &ns)
+                .patch(&name, &pp, &patch)
+                .await
+                .map(drop),
+            (Self::Machine(_), true) => Api::<TerraformMachine>::namespaced(client.clone(), &ns)
+                .patch_status(&name, &pp, &patch)
+                .await
+                .map(drop),
+        };
+        match result {
+            Ok(()) => Ok(true),
+            Err(e) if crate::kubeutil::is_not_found(&e) => Ok(false),
+            Err(e) => Err(e),
         }
     }
 

@@ -6,7 +6,8 @@ use kube::runtime::events::{Event, EventType};
 use tracing::warn;
 
 use crate::conditions::Transition;
-use crate::context::{Context, Target};
+use crate::context::Context;
+use k8s_openapi::api::core::v1::ObjectReference;
 
 /// The most bytes of an event note.
 const MAX_NOTE: usize = 1024;
@@ -96,19 +97,14 @@ impl Outbox {
         }
     }
 
-    /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-    }
-
     /// The queued events.
     pub fn events(&self) -> &[Pending] {
         &self.events
     }
 
-    /// Publishes every event on the object; a failed publish is logged, never retried.
-    pub async fn publish(self, ctx: &Context, target: &Target) {
-        let reference = target.reference();
+    /// Publishes every event on the object `reference` names; a failed publish is logged, never
+    /// retried.
+    pub async fn publish(self, ctx: &Context, reference: &ObjectReference) {
         for e in self.events {
             let event = Event {
                 type_: if e.warning {
@@ -117,26 +113,15 @@ impl Outbox {
                     EventType::Normal
                 },
                 reason: e.reason.to_owned(),
-                note: Some(cap(&e.note)),
+                note: Some(contract::result::cap(&e.note, MAX_NOTE)),
                 action: "Reconcile".to_owned(),
                 secondary: None,
             };
-            if let Err(err) = ctx.recorder.publish(&event, &reference).await {
+            if let Err(err) = ctx.recorder.publish(&event, reference).await {
                 warn!(reason = e.reason, error = %err, "could not publish an event");
             }
         }
     }
-}
-
-fn cap(note: &str) -> String {
-    if note.len() <= MAX_NOTE {
-        return note.to_owned();
-    }
-    let mut end = MAX_NOTE;
-    while !note.is_char_boundary(end) {
-        end -= 1;
-    }
-    note[..end].to_owned()
 }
 
 #[cfg(test)]

@@ -16,13 +16,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 
 use crate::conditions::Conditions;
 use crate::context::Context;
+use crate::events::Outbox;
 use crate::kubeutil::get_opt;
 use crate::reconcile::Error;
 
@@ -92,23 +92,15 @@ async fn reconcile_identity(
             &Patch::Merge(serde_json::json!({ "status": patch })),
         )
         .await?;
+        let mut outbox = Outbox::default();
         for t in transitions {
-            let (type_, reason) = if t.status == "True" {
-                (EventType::Normal, events::IDENTITY_SECRET_FOUND)
+            if t.status == "True" {
+                outbox.normal(events::IDENTITY_SECRET_FOUND, t.message);
             } else {
-                (EventType::Warning, events::IDENTITY_SECRET_NOT_FOUND)
-            };
-            let ev = Event {
-                type_,
-                reason: reason.to_owned(),
-                note: Some(t.message.clone()),
-                action: "Reconcile".to_owned(),
-                secondary: None,
-            };
-            if let Err(e) = ctx.recorder.publish(&ev, &tci.object_ref(&())).await {
-                tracing::warn!(error = %e, "could not publish an event");
+                outbox.warning(events::IDENTITY_SECRET_NOT_FOUND, t.message);
             }
         }
+        outbox.publish(&ctx, &tci.object_ref(&())).await;
     }
     // The source Secret cannot be watched (any namespace, any name): look again each sync period.
     Ok(Action::requeue(ctx.settings.sync_period))

@@ -371,7 +371,8 @@ fn object_source(
     }
 }
 
-fn endpoint(e: Option<&api::shared::ApiEndpoint>) -> Option<ApiEndpointSource> {
+/// A spec's `controlPlaneEndpoint` as the contract reads it (Go zero values for unset parts).
+pub fn endpoint(e: Option<&api::shared::ApiEndpoint>) -> Option<ApiEndpointSource> {
     e.map(|e| ApiEndpointSource {
         host: e.host.clone().unwrap_or_default(),
         port: e.port.unwrap_or(0),

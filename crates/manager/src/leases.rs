@@ -17,13 +17,7 @@ use crate::kubeutil::{get_opt, is_conflict};
 
 /// Whether a Job is still running (no Complete or Failed condition).
 pub fn job_active(job: &Job) -> bool {
-    !job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-        })
+    crate::bookkeeping::finished_condition(job).is_none()
 }
 
 /// What taking a lease found.

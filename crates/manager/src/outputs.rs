@@ -10,13 +10,10 @@ use api::constants::{annotations, conditions as ctype, events, reasons};
 use api::machine::TerraformMachine;
 use api::status::{FailureDomain, Initialization, MachineAddress};
 use contract::health::{ConditionStatus, HealthCondition, HealthState};
-use contract::inputs::ApiEndpointSource;
 use contract::outputs::{
     OutputsVerdict, decode_cluster_outputs, decode_machine_outputs, provider_id_change,
 };
 use contract::state::StateSummary;
-use kube::Api;
-use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
 use crate::conditions::Conditions;
@@ -24,7 +21,7 @@ use crate::context::{Context, StatusDraft, Target};
 use crate::decide::HealthReading;
 use crate::events::Outbox;
 use crate::inputs::Owner;
-use crate::reconcile::{Error, reading_of};
+use crate::reconcile::Error;
 
 /// What the outputs told the pass about health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +83,7 @@ pub async fn apply(
         Target::Cluster(tc) => {
             cluster(
                 ctx,
+                target,
                 tc,
                 owner.cluster.as_ref(),
                 summary,
@@ -100,6 +98,7 @@ pub async fn apply(
         Target::Machine(tm) => {
             machine(
                 ctx,
+                target,
                 tm,
                 summary,
                 durable_tfvars,
@@ -116,6 +115,7 @@ pub async fn apply(
 #[allow(clippy::too_many_arguments)]
 async fn cluster(
     ctx: &Context,
+    target: &Target,
     tc: &TerraformCluster,
     cluster: Option<&Cluster>,
     summary: &StateSummary,
@@ -148,26 +148,17 @@ async fn cluster(
     if let Some(ep) = &out.control_plane_endpoint {
         module_endpoint_valid = true;
         if applied && !spec_has_host && rendered_null {
-            let api: Api<TerraformCluster> = Api::namespaced(
-                ctx.client.clone(),
-                tc.metadata.namespace.as_deref().unwrap_or_default(),
-            );
             let mut patch = serde_json::json!({
                 "spec": {"controlPlaneEndpoint": {"host": ep.host, "port": ep.port}},
             });
-            let recorded = tc
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(annotations::ENDPOINT_SOURCE))
-                .is_some_and(|v| !v.is_empty());
-            if !recorded {
+            if target
+                .annotation(annotations::ENDPOINT_SOURCE)
+                .is_none_or(str::is_empty)
+            {
                 patch["metadata"] =
                     serde_json::json!({"annotations": {annotations::ENDPOINT_SOURCE: "module"}});
             }
-            let name = tc.metadata.name.clone().unwrap_or_default();
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+            target.merge_patch(&ctx.client, &patch, false).await?;
             outbox.normal(
                 events::CONTROL_PLANE_ENDPOINT_SET,
                 format!(
@@ -216,14 +207,7 @@ async fn cluster(
     // EndpointAvailable.
     if provisioned {
         let valid = |e: Option<&api::shared::ApiEndpoint>| {
-            e.is_some_and(|e| {
-                ApiEndpointSource {
-                    host: e.host.clone().unwrap_or_default(),
-                    port: e.port.unwrap_or(0),
-                }
-                .valid()
-                .is_some()
-            })
+            crate::inputs::endpoint(e).is_some_and(|e| e.valid().is_some())
         };
         if module_endpoint_valid
             || valid(cluster.and_then(|c| c.spec.control_plane_endpoint.as_ref()))
@@ -255,6 +239,7 @@ async fn cluster(
 #[allow(clippy::too_many_arguments)]
 async fn machine(
     ctx: &Context,
+    target: &Target,
     tm: &TerraformMachine,
     summary: &StateSummary,
     durable_tfvars: &Value,
@@ -284,14 +269,8 @@ async fn machine(
         && written.is_none_or(str::is_empty)
         && applied
     {
-        let api: Api<TerraformMachine> = Api::namespaced(
-            ctx.client.clone(),
-            tm.metadata.namespace.as_deref().unwrap_or_default(),
-        );
         let patch = serde_json::json!({"spec": {"providerID": id}});
-        let name = tm.metadata.name.clone().unwrap_or_default();
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+        target.merge_patch(&ctx.client, &patch, false).await?;
         outbox.normal(
             events::PROVIDER_ID_SET,
             format!("spec.providerID set to {id}"),
@@ -329,4 +308,13 @@ async fn machine(
             && health_state
                 .is_some_and(|s| !matches!(s, HealthState::Pending | HealthState::Unknown)),
     })
+}
+
+/// A health reading as `decide` sees it.
+fn reading_of(state: Option<HealthState>) -> HealthReading {
+    match state {
+        None | Some(HealthState::Unknown) => HealthReading::Unknown,
+        Some(HealthState::Pending) => HealthReading::Pending,
+        Some(_) => HealthReading::Definite,
+    }
 }

@@ -12,7 +12,7 @@ use api::constants::{annotations, conditions as ctype, events, labels, reasons};
 use api::machine::TerraformMachine;
 use api::shared::{ApplyPolicy, DriftAction, JobPolicy};
 use api::status::{ActiveJob, SourceStatus};
-use contract::health::{ConditionStatus, HealthState};
+use contract::health::ConditionStatus;
 use contract::names::{
     ObjectKind, Operation, cluster_lease_name, durable_inputs_secret_name, run_lease_name,
     run_secret_name, state_suffix,
@@ -53,10 +53,6 @@ pub enum Error {
     #[error("serialisation: {0}")]
     Json(#[from] serde_json::Error),
 }
-
-/// How long a pass waits before looking again at an object waiting on something no watch
-/// reports (a dependency in another object's state, a lease).
-const DEPENDENCY_RECHECK: Duration = Duration::from_secs(30);
 
 /// A finished Job read this pass, to be marked bookkept once the status patch landed.
 struct Kept {
@@ -297,27 +293,7 @@ async fn pass(target: &Target, ctx: &Context) -> Result<Action, Error> {
             };
             ctx.metrics
                 .job_finished(kind_name, op, bookkeeping::result_label(outcome), duration);
-            if outcome == JobOutcome::Succeeded {
-                // 1 + the failed Jobs of the operation since its previous success.
-                let earlier: Vec<JobRecord> = jobs
-                    .iter()
-                    .filter_map(|o| bookkeeping::job_record(o, None, false))
-                    .filter(|o| o.operation == record.operation && o.finished < record.finished)
-                    .collect();
-                let previous_success = earlier
-                    .iter()
-                    .filter(|o| o.outcome == Some(JobOutcome::Succeeded))
-                    .filter_map(|o| o.finished)
-                    .max();
-                let failures = earlier
-                    .iter()
-                    .filter(|o| {
-                        o.outcome.is_some_and(JobOutcome::counts_as_failure)
-                            && previous_success.is_none_or(|p| o.finished.is_some_and(|f| f > p))
-                    })
-                    .count();
-                ctx.metrics.job_attempts(kind_name, op, 1 + failures as u64);
-            } else {
+            if outcome != JobOutcome::Succeeded {
                 let error_kind = match outcome {
                     JobOutcome::DeadlineExceeded => "deadline".to_owned(),
                     _ => report
@@ -441,6 +417,30 @@ async fn pass(target: &Target, ctx: &Context) -> Result<Action, Error> {
                 records.push(r);
             }
         }
+    }
+
+    // captf_job_attempts: 1 + the failed Jobs of the operation since its previous success.
+    for k in kept.iter().filter(|k| k.outcome == JobOutcome::Succeeded) {
+        let Some(done) = records.iter().find(|r| r.name == k.name) else {
+            continue;
+        };
+        let earlier = || {
+            records
+                .iter()
+                .filter(|r| r.operation == done.operation && r.finished < done.finished)
+        };
+        let previous_success = earlier()
+            .filter(|r| r.outcome == Some(JobOutcome::Succeeded))
+            .filter_map(|r| r.finished)
+            .max();
+        let failures = earlier()
+            .filter(|r| {
+                r.outcome.is_some_and(JobOutcome::counts_as_failure)
+                    && previous_success.is_none_or(|p| r.finished.is_some_and(|f| f > p))
+            })
+            .count();
+        ctx.metrics
+            .job_attempts(kind_name, done.operation.as_str(), 1 + failures as u64);
     }
 
     // Durable inputs Secret.
@@ -1024,9 +1024,6 @@ async fn pass(target: &Target, ctx: &Context) -> Result<Action, Error> {
         } => {
             report_wait(ctx, kind_name, reason, &mut conds, &mut outbox);
             requeue = *requeue_after;
-            if matches!(reason, WaitReason::Gate(g) if g.condition == ctype::DEPENDENCIES_READY) {
-                requeue = Some(requeue.map_or(DEPENDENCY_RECHECK, |r| r.min(DEPENDENCY_RECHECK)));
-            }
         }
         Decision::Nothing { requeue_after } => requeue = *requeue_after,
         Decision::StartJob(_) => {}
@@ -1130,21 +1127,8 @@ async fn pass(target: &Target, ctx: &Context) -> Result<Action, Error> {
     // The one status patch.
     if !drop_finalizer && let Some(patch) = crate::patch::merge_patch(&before, &after) {
         let body = serde_json::json!({ "status": patch });
-        let pp = PatchParams::default();
-        let result = match target {
-            Target::Cluster(_) => Api::<TerraformCluster>::namespaced(client.clone(), &ns)
-                .patch_status(&name, &pp, &Patch::Merge(&body))
-                .await
-                .map(|_| ()),
-            Target::Machine(_) => Api::<TerraformMachine>::namespaced(client.clone(), &ns)
-                .patch_status(&name, &pp, &Patch::Merge(&body))
-                .await
-                .map(|_| ()),
-        };
-        match result {
-            Ok(()) => {}
-            Err(e) if is_not_found(&e) => return Ok(Action::await_change()),
-            Err(e) => return Err(e.into()),
+        if !target.merge_patch(client, &body, true).await? {
+            return Ok(Action::await_change());
         }
     }
     // Bookkept only now.
@@ -1168,7 +1152,7 @@ async fn pass(target: &Target, ctx: &Context) -> Result<Action, Error> {
         );
         ctx.metrics.forget_object(kind_name, &ns, &name);
     }
-    outbox.publish(ctx, target).await;
+    outbox.publish(ctx, &target.reference()).await;
 
     if stop_after_patch {
         return Ok(Action::requeue(Duration::from_millis(200)));
@@ -1634,11 +1618,7 @@ async fn start_job(
             },
         };
         durable.secret = Some(written);
-        if kind == ObjectKind::Cluster
-            && let Target::Cluster(tc) = target
-        {
-            record_user_endpoint(ctx, tc, owner.cluster.as_ref()).await?;
-        }
+        record_user_endpoint(ctx, target, owner.cluster.as_ref()).await?;
     }
 
     // The clusterctl move block, just before the Job.
@@ -1740,21 +1720,12 @@ fn own_pod_prefix(kind: ObjectKind, name: &str) -> String {
 /// `captf.io/endpoint-source: user` before the first apply when an endpoint is already set.
 async fn record_user_endpoint(
     ctx: &Context,
-    tc: &TerraformCluster,
+    target: &Target,
     cluster: Option<&Cluster>,
 ) -> Result<(), Error> {
-    let ep = |e: Option<&api::shared::ApiEndpoint>| {
-        e.map(|e| contract::inputs::ApiEndpointSource {
-            host: e.host.clone().unwrap_or_default(),
-            port: e.port.unwrap_or(0),
-        })
+    let Target::Cluster(tc) = target else {
+        return Ok(());
     };
-    let current = tc
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(annotations::ENDPOINT_SOURCE))
-        .map(String::as_str);
     let before_first_apply = !tc.status.as_ref().is_some_and(|s| {
         s.workload
             .initialization
@@ -1763,22 +1734,17 @@ async fn record_user_endpoint(
             .unwrap_or(false)
     });
     let record = contract::inputs::cluster::endpoint_source_to_record(
-        current,
+        target.annotation(annotations::ENDPOINT_SOURCE),
         before_first_apply,
-        ep(cluster.and_then(|c| c.spec.control_plane_endpoint.as_ref())).as_ref(),
-        ep(tc.spec.control_plane_endpoint.as_ref()).as_ref(),
+        inputs::endpoint(cluster.and_then(|c| c.spec.control_plane_endpoint.as_ref())).as_ref(),
+        inputs::endpoint(tc.spec.control_plane_endpoint.as_ref()).as_ref(),
         false,
     );
     if let Some(source) = record {
-        let api: Api<TerraformCluster> = Api::namespaced(
-            ctx.client.clone(),
-            tc.metadata.namespace.as_deref().unwrap_or_default(),
-        );
-        let patch = serde_json::json!({"metadata": {"annotations": {annotations::ENDPOINT_SOURCE: source.as_str()}}});
-        api.patch(
-            &tc.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
+        patch_meta(
+            ctx,
+            target,
+            &serde_json::json!({"metadata": {"annotations": {annotations::ENDPOINT_SOURCE: source.as_str()}}}),
         )
         .await?;
     }
@@ -1918,24 +1884,8 @@ async fn patch_meta(
     target: &Target,
     patch: &serde_json::Value,
 ) -> Result<(), Error> {
-    let ns = target.namespace();
-    let name = target.name();
-    let pp = PatchParams::default();
-    let r = match target {
-        Target::Cluster(_) => Api::<TerraformCluster>::namespaced(ctx.client.clone(), &ns)
-            .patch(&name, &pp, &Patch::Merge(patch))
-            .await
-            .map(|_| ()),
-        Target::Machine(_) => Api::<TerraformMachine>::namespaced(ctx.client.clone(), &ns)
-            .patch(&name, &pp, &Patch::Merge(patch))
-            .await
-            .map(|_| ()),
-    };
-    match r {
-        Ok(()) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    target.merge_patch(&ctx.client, patch, false).await?;
+    Ok(())
 }
 
 async fn set_block_move(ctx: &Context, target: &Target, on: bool) -> Result<(), Error> {
@@ -2011,13 +1961,4 @@ async fn cleanup(
     .await?;
     state::remove(client, &ns, suffix).await?;
     Ok(())
-}
-
-/// Marks a health reading as `decide` sees it.
-pub fn reading_of(state: Option<HealthState>) -> HealthReading {
-    match state {
-        None | Some(HealthState::Unknown) => HealthReading::Unknown,
-        Some(HealthState::Pending) => HealthReading::Pending,
-        Some(_) => HealthReading::Definite,
-    }
 }

@@ -23,6 +23,10 @@ pub use observed::{
 pub const STUCK_AFTER: Duration = Duration::from_secs(60);
 /// How often a lease wait or a deletion waiting for dependents is re-checked.
 pub const LEASE_RECHECK: Duration = Duration::from_secs(30);
+/// How often an object whose inputs cannot be built, or whose dependencies gate it, is looked at
+/// again: what it waits for (another object's state, a bootstrap Secret, a variables source) is
+/// not always something a watch reports.
+pub const DEPENDENCY_RECHECK: Duration = Duration::from_secs(30);
 
 /// Why an apply is due (Choosing the next operation, rules 3-7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -511,7 +515,7 @@ fn apply(o: &Observed, cfg: &Config, reason: ApplyReason) -> Decision {
         };
         return Decision::Wait {
             reason: WaitReason::InputsUnavailable { reason: documented },
-            requeue_after: None,
+            requeue_after: Some(DEPENDENCY_RECHECK),
         };
     };
     let tick =
@@ -717,7 +721,7 @@ fn start_job(
     if operation != Operation::Destroy
         && let Some(gate) = o.gates.dependencies
     {
-        return wait(WaitReason::Gate(gate), None);
+        return wait(WaitReason::Gate(gate), Some(DEPENDENCY_RECHECK));
     }
     if operation != Operation::Restore
         && let Some(retry) = retry_deadline(o, cfg, operation)

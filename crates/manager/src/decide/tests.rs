@@ -975,6 +975,34 @@ fn dependency_gate_blocks_an_apply() {
 }
 
 #[test]
+fn waiting_for_dependencies_or_inputs_looks_again_soon() {
+    let gated = Observed {
+        gates: Gates {
+            dependencies: Some(GateBlock {
+                condition: "DependenciesReady",
+                reason: reasons::WAITING_FOR_BOOTSTRAP_DATA,
+            }),
+            credentials: None,
+        },
+        inputs: Inputs::Built { hash: "h0".into() },
+        state: StateRead::None,
+        ..mk_observed()
+    };
+    assert_eq!(waited(&decide(&gated, &cfg())).1, Some(DEPENDENCY_RECHECK));
+    let unbuilt = Observed {
+        inputs: Inputs::Failed {
+            reason: reasons::WAITING_FOR_CLUSTER_EXPORTS,
+        },
+        state: StateRead::None,
+        ..mk_observed()
+    };
+    assert_eq!(
+        waited(&decide(&unbuilt, &cfg())).1,
+        Some(DEPENDENCY_RECHECK)
+    );
+}
+
+#[test]
 fn unreadable_or_lost_state_starts_nothing() {
     let locked = Observed {
         state: StateRead::Unreadable {
