@@ -1,13 +1,15 @@
 # CAPTF entry points. `make test` is what CI runs (.ci/run).
 #
-# Build outputs live outside the clone so a fresh clone reuses them: Rust artifacts in
-# $(CARGO_TARGET_DIR), test binaries (kube-apiserver, etcd, tofu, ...) in $(CAPTF_TESTBIN).
+# Test binaries (kube-apiserver, etcd, tofu, ...) are built once into $(CAPTF_TESTBIN), outside the
+# clone, and reused by every clone. Rust build output stays per checkout (Cargo's own target/):
+# test binaries bake their checkout's paths in, so a target directory shared between clones could
+# run one clone's tests against another clone's files.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 CAPTF_CACHE ?= $(HOME)/.cache/captf
-export CARGO_TARGET_DIR ?= $(CAPTF_CACHE)/target
+export CARGO_TARGET_DIR ?= $(CURDIR)/target
 export CAPTF_TESTBIN ?= $(CAPTF_CACHE)/testbin
 CARGO ?= cargo
 # The runner runs inside arbitrary module images: it is built static for this target.
