@@ -13,7 +13,7 @@
 //! - `--tls-min-version`, `--tls-cipher-suites` and `--tls-curve-preferences` shape the HTTPS
 //!   listener.
 //!
-//! The implementation is the webhook's ([`webhook::diagnostics`]): one TLS policy, one
+//! The implementation is the shared `serving` library crate's: one TLS policy, one
 //! authenticated metrics handler, one health router for both binaries. Addresses are written the
 //! Go way: `:8443` listens on every interface, `host:port` on one, `0` turns a listener off.
 
@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use axum_server::tls_rustls::RustlsConfig;
-pub use webhook::cli::{Listen, TlsVersion, parse_listen};
-use webhook::diagnostics::{self as shared, CertificateFiles, DiagnosticsAuth, Servers, TlsPolicy};
+use serving::{self as shared, CertificateFiles, DiagnosticsAuth, Servers, TlsPolicy};
+pub use serving::{Listen, TlsVersion, parse_listen};
 
 use crate::metrics::Metrics;
 

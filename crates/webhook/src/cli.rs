@@ -2,11 +2,11 @@
 //! Addresses are written the Go way (`:9440` listens on every interface; `0` turns a listener
 //! off); durations as `10s`, `2m` or plain seconds.
 
-use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+pub use serving::{Listen, TlsVersion, parse_listen};
 
 /// The webhook binary.
 #[derive(Debug, Parser)]
@@ -29,17 +29,6 @@ pub struct Cli {
 pub enum Command {
     /// Print the version and exit.
     Version,
-}
-
-/// The lowest TLS version the HTTPS listeners accept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TlsVersion {
-    /// TLS 1.2 and 1.3.
-    #[value(name = "VersionTLS12")]
-    Tls12,
-    /// TLS 1.3 only.
-    #[value(name = "VersionTLS13")]
-    Tls13,
 }
 
 /// How logs are written.
@@ -110,31 +99,6 @@ impl ServeArgs {
     pub fn key_path(&self) -> PathBuf {
         self.webhook_cert_dir.join(&self.webhook_key_name)
     }
-}
-
-/// A listener address, or off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Listen {
-    /// Do not listen.
-    Off,
-    /// Listen here.
-    At(SocketAddr),
-}
-
-/// Parses `:port`, `host:port`, or `0` (off).
-pub fn parse_listen(s: &str) -> Result<Listen, String> {
-    if s == "0" {
-        return Ok(Listen::Off);
-    }
-    if let Some(port) = s.strip_prefix(':') {
-        let port: u16 = port
-            .parse()
-            .map_err(|e| format!("bad port in {s:?}: {e}"))?;
-        return Ok(Listen::At(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))));
-    }
-    s.parse::<SocketAddr>()
-        .map(Listen::At)
-        .map_err(|e| format!("{s:?} is not :port, host:port or 0: {e}"))
 }
 
 /// Parses `10s`, `2m`, `1h`, `500ms` or a plain number of seconds.

@@ -12,15 +12,16 @@
 //!   Machine, the objects using an identity), behind a trait so the rules never touch a client;
 //! - [`admission`]: one AdmissionReview in, one AdmissionReview out, never a panic;
 //! - [`server`]: the HTTPS server, certificate reload, health, readiness and diagnostics;
-//! - [`diagnostics`]: what [`server`] needs that is not about admission (TLS policy, certificate
-//!   reload, authenticated `/metrics`, `/healthz` and `/readyz`), shared with the manager;
+//! - [`diagnostics`]: the `serving` library crate, what [`server`] needs that is not about
+//!   admission (TLS policy, certificate reload, authenticated `/metrics`, `/healthz` and
+//!   `/readyz`), shared with the manager;
 //! - [`metrics`]: requests, denials by kind and rule, and latency.
 //!
 //! There are no mutating webhooks: defaults are resolved at reconcile time.
 
 pub mod admission;
 pub mod cli;
-pub mod diagnostics;
+pub use serving as diagnostics;
 pub mod fake;
 pub use contract::image_ref as image;
 pub mod kinds;

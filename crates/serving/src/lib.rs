@@ -1,16 +1,18 @@
-//! Secure diagnostics shared by the webhook and the manager (INTERFACE-FACTS §3 "Component
-//! extras" and §4 "Diagnostics / TLS"): the TLS policy of `--tls-min-version`,
-//! `--tls-cipher-suites` and `--tls-curve-preferences`, serving certificates read from files and
-//! reloaded when they rotate, the `/metrics` endpoint behind Kubernetes authentication
-//! (TokenReview) and authorization (SubjectAccessReview of the URL path and verb), the
-//! `/healthz` and `/readyz` endpoints, and [`Servers`], which runs a set of listeners until
-//! shutdown or the first one that stops on its own.
+//! The serving code CAPTF's two binaries share, the webhook and the manager (INTERFACE-FACTS §3
+//! "Component extras" and §4 "Diagnostics / TLS"): the listener addresses of `--health-addr` and
+//! `--diagnostics-address`, the TLS policy of `--tls-min-version`, `--tls-cipher-suites` and
+//! `--tls-curve-preferences`, serving certificates read from files and reloaded when they rotate,
+//! the `/metrics` endpoint behind Kubernetes authentication (TokenReview) and authorization
+//! (SubjectAccessReview of the URL path and verb), the `/healthz` and `/readyz` endpoints, and
+//! [`Servers`], which runs a set of listeners until shutdown or the first one that stops on its
+//! own.
 //!
 //! Nothing here knows about admission or reconciling: each binary brings its own routers, metrics
-//! and readiness. TLS is rustls on ring only.
+//! and readiness. TLS is rustls on ring only. A library crate, so that no binary crate depends on
+//! another.
 
 use std::future::Future;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,14 +25,50 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum_server::Handle;
 use axum_server::tls_rustls::RustlsConfig;
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use kube::api::PostParams;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use sha2::{Digest, Sha256};
 
-use crate::cli::TlsVersion;
-use crate::lookups;
+/// The lowest TLS version the HTTPS listeners accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsVersion {
+    /// TLS 1.2 and 1.3.
+    #[value(name = "VersionTLS12")]
+    Tls12,
+    /// TLS 1.3 only.
+    #[value(name = "VersionTLS13")]
+    Tls13,
+}
+
+/// A listener address, or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listen {
+    /// Do not listen.
+    Off,
+    /// Listen here.
+    At(SocketAddr),
+}
+
+/// Parses `:port`, `host:port`, or `0` (off).
+pub fn parse_listen(s: &str) -> Result<Listen, String> {
+    if s == "0" {
+        return Ok(Listen::Off);
+    }
+    if let Some(port) = s.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|e| format!("bad port in {s:?}: {e}"))?;
+        return Ok(Listen::At(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))));
+    }
+    s.parse::<SocketAddr>()
+        .map(Listen::At)
+        .map_err(|e| format!("{s:?} is not :port, host:port or 0: {e}"))
+}
 
 /// The content type of the metrics exposition (`prometheus-client` writes OpenMetrics text).
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -305,7 +343,7 @@ pub async fn authorize(
     let (Some(true), Some(user)) = (status.authenticated, status.user) else {
         return Err(StatusCode::UNAUTHORIZED);
     };
-    match lookups::subject_access(client, lookups::non_resource_review(&user, path, verb)).await {
+    match may(client, &user, path, verb).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(StatusCode::FORBIDDEN),
         Err(e) => {
@@ -313,6 +351,33 @@ pub async fn authorize(
             Err(StatusCode::INTERNAL_SERVER_ERROR)
         }
     }
+}
+
+/// Whether the API server allows `user` to `verb` the non-resource URL `path` (a
+/// SubjectAccessReview).
+async fn may(
+    client: &kube::Client,
+    user: &UserInfo,
+    path: &str,
+    verb: &str,
+) -> Result<bool, kube::Error> {
+    let reviews: kube::Api<SubjectAccessReview> = kube::Api::all(client.clone());
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: user.username.clone(),
+            groups: user.groups.clone(),
+            uid: user.uid.clone(),
+            extra: user.extra.clone(),
+            non_resource_attributes: Some(NonResourceAttributes {
+                path: Some(path.to_owned()),
+                verb: Some(verb.to_owned()),
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let answer = reviews.create(&PostParams::default(), &review).await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
 /// The metrics router: `GET /metrics` answers `encode()` once [`authorize`]d for `get` of
