@@ -133,6 +133,33 @@ pub struct ClusterStatus {
     pub extra: Extra,
 }
 
+/// The Cluster condition type that says the control plane is initialized (the condition form of
+/// `status.initialization.controlPlaneInitialized`, Cluster API contract summary §7).
+pub const CONTROL_PLANE_INITIALIZED_CONDITION: &str = "ControlPlaneInitialized";
+
+impl ClusterStatus {
+    /// Whether the control plane is initialized: `true` when
+    /// `status.initialization.controlPlaneInitialized` is true or the `ControlPlaneInitialized`
+    /// condition is `True` (Cluster API v1.14 without a control-plane provider sets only the
+    /// condition); otherwise the field as read (`None` when neither says anything).
+    pub fn control_plane_initialized(&self) -> Option<bool> {
+        let field = self
+            .initialization
+            .as_ref()
+            .and_then(|i| i.control_plane_initialized);
+        let condition = self
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == CONTROL_PLANE_INITIALIZED_CONDITION)
+            .map(|c| c.status == "True");
+        match (field, condition) {
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            (field, condition) => field.or(condition),
+        }
+    }
+}
+
 /// A Cluster's provisioning progress.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -302,4 +329,47 @@ pub struct MachinePoolStatus {
     /// Fields not modelled here.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClusterStatus;
+
+    fn status(v: serde_json::Value) -> ClusterStatus {
+        serde_json::from_value(v).expect("a Cluster status")
+    }
+
+    #[test]
+    fn control_plane_initialized_accepts_the_field_or_the_condition() {
+        let cond = |s: &str| {
+            serde_json::json!({"type": "ControlPlaneInitialized", "status": s, "reason": "R",
+                               "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        };
+        assert_eq!(
+            status(serde_json::json!({})).control_plane_initialized(),
+            None
+        );
+        assert_eq!(
+            status(serde_json::json!({"initialization": {"controlPlaneInitialized": true}}))
+                .control_plane_initialized(),
+            Some(true)
+        );
+        // Cluster API v1.14 without a control-plane provider: only the condition.
+        assert_eq!(
+            status(serde_json::json!({"conditions": [cond("True")]})).control_plane_initialized(),
+            Some(true)
+        );
+        assert_eq!(
+            status(
+                serde_json::json!({"initialization": {"controlPlaneInitialized": false},
+                                      "conditions": [cond("True")]})
+            )
+            .control_plane_initialized(),
+            Some(true)
+        );
+        assert_eq!(
+            status(serde_json::json!({"conditions": [cond("False")]})).control_plane_initialized(),
+            Some(false)
+        );
+    }
 }

@@ -192,12 +192,12 @@ impl JobPolicy {
     pub fn merged_over(&self, defaults: &JobPolicy) -> JobPolicy {
         let env = match (&self.env, &defaults.env) {
             (None, None) => None,
+            // Tuning Jobs: the object's own entries first, then the defaults' entries whose
+            // name they do not already use.
             (own, inherited) => {
-                let mut merged: Vec<EnvVar> = inherited.clone().unwrap_or_default();
-                for var in own.iter().flatten() {
-                    if let Some(slot) = merged.iter_mut().find(|v| v.name == var.name) {
-                        *slot = var.clone();
-                    } else {
+                let mut merged: Vec<EnvVar> = own.clone().unwrap_or_default();
+                for var in inherited.iter().flatten() {
+                    if !merged.iter().any(|v| v.name == var.name) {
                         merged.push(var.clone());
                     }
                 }

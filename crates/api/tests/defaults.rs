@@ -87,11 +87,11 @@ fn job_policy_merges_field_by_field_over_cluster_defaults() {
     assert_eq!(
         merged.env,
         Some(vec![
-            env("A", "cluster"),
             env("B", "machine"),
-            env("C", "machine")
+            env("C", "machine"),
+            env("A", "cluster")
         ]),
-        "env merges by name, own value wins"
+        "env merges by name: the object's own entries first, then the defaults' it does not name"
     );
     assert_eq!(
         merged.image_pull_secrets,
