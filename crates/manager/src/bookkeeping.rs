@@ -18,9 +18,22 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::ListParams;
 
+use api::shared::DriftAction;
+use contract::names::{ObjectKind, cluster_lease_name, run_lease_name, run_secret_name};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams};
+
+use crate::caches::Caches;
 use crate::conditions::Conditions;
+use crate::context::StatusDraft;
 use crate::decide::{JobOutcome, JobRecord};
+use crate::durable::Durable;
 use crate::events::Outbox;
+use crate::kubeutil::delete_opt;
+use crate::leases;
+use crate::metrics::Metrics;
+use crate::observe::Observation;
+use crate::reconcile::{Error, Pass};
 
 /// The container that runs the runner.
 pub const SOURCE_CONTAINER: &str = "source";
@@ -34,27 +47,69 @@ pub struct PodReport {
     pub image_id: Option<String>,
     /// When the `source` container started.
     pub started: Option<Time>,
+    /// Whether the pod carries evidence of an interruption from outside (see `disrupted`).
+    pub disrupted: bool,
+    /// Whether a pod of the Job was found at all (none: it was deleted).
+    pub found: bool,
 }
 
-/// Reads the newest pod of a Job.
-pub async fn pod_report(client: &kube::Client, ns: &str, job: &str) -> kube::Result<PodReport> {
+/// Reads the newest pod of a Job: from the cache when it already shows the `source` container
+/// terminated, else from the API server (the pod's last update may not have reached the cache
+/// when the Job's did).
+pub async fn pod_report(
+    client: &kube::Client,
+    caches: &Caches,
+    ns: &str,
+    job: &str,
+) -> kube::Result<PodReport> {
+    let newest = |pods: Vec<Pod>| {
+        pods.into_iter()
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("batch.kubernetes.io/job-name"))
+                    .is_some_and(|n| n == job)
+            })
+            .max_by_key(|p| p.metadata.creation_timestamp.clone())
+    };
+    let cached = newest(
+        caches
+            .pods
+            .state_filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+            .into_iter()
+            .map(|p| p.as_ref().clone())
+            .collect(),
+    );
+    if let Some(report) = cached.as_ref().and_then(|p| report_of(p, true)) {
+        return Ok(report);
+    }
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let lp = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}"));
-    let mut list = pods.list(&lp).await?.items;
-    list.sort_by_key(|p| p.metadata.creation_timestamp.clone());
-    let Some(pod) = list.pop() else {
-        return Ok(PodReport::default());
-    };
+    Ok(newest(pods.list(&lp).await?.items)
+        .and_then(|p| report_of(&p, false))
+        .unwrap_or_default())
+}
+
+/// What one pod reports; `None` when `terminated_only` and its `source` container has not
+/// terminated.
+fn report_of(pod: &Pod, terminated_only: bool) -> Option<PodReport> {
     let status = pod
         .status
-        .and_then(|s| s.container_statuses)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c.name == SOURCE_CONTAINER);
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.iter().find(|c| c.name == SOURCE_CONTAINER));
     let Some(status) = status else {
-        return Ok(PodReport::default());
+        return (!terminated_only).then(|| PodReport {
+            disrupted: disrupted(pod),
+            found: true,
+            ..PodReport::default()
+        });
     };
     let terminated = status.state.as_ref().and_then(|s| s.terminated.as_ref());
+    if terminated.is_none() && terminated_only {
+        return None;
+    }
     let result = terminated
         .and_then(|t| t.message.as_deref())
         .and_then(|m| serde_json::from_str::<ResultDocument>(m).ok());
@@ -65,11 +120,26 @@ pub async fn pod_report(client: &kube::Client, ns: &str, job: &str) -> kube::Res
             .and_then(|s| s.running.as_ref())
             .and_then(|r| r.started_at.clone())
     });
-    Ok(PodReport {
+    Some(PodReport {
         result,
-        image_id: Some(status.image_id).filter(|i| !i.is_empty()),
+        image_id: Some(status.image_id.clone()).filter(|i| !i.is_empty()),
         started,
+        disrupted: disrupted(pod),
+        found: true,
     })
+}
+
+/// Whether the pod carries evidence that it was stopped from outside: a `DisruptionTarget`
+/// condition (eviction, preemption, node shutdown, deletion by the garbage collector), a
+/// deletion, or an `Evicted` status.
+fn disrupted(pod: &Pod) -> bool {
+    let status = pod.status.as_ref();
+    pod.metadata.deletion_timestamp.is_some()
+        || status.and_then(|s| s.reason.as_deref()) == Some("Evicted")
+        || status.and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+        })
 }
 
 /// The digest (`sha256:…`) in a container `imageID`.
@@ -93,8 +163,13 @@ pub fn finished_condition(job: &Job) -> Option<(bool, Option<String>, Option<Tim
         })
 }
 
-/// How a finished Job ended: from its Job condition and, for a failure, the result document.
-pub fn outcome_of(job: &Job, result: Option<&ResultDocument>) -> Option<JobOutcome> {
+/// How a finished Job ended: from its Job condition and, for a failure, the result document and
+/// its pod. A failure is an interruption only with evidence: the runner's own `interrupted`
+/// result, or no result from a pod that is gone or shows a disruption (see [`PodReport`]). A
+/// failure without a result and without such evidence (an init container that failed, an exec
+/// format error, a runner killed before it wrote its result) is a failure like any other, under
+/// the retry backoff.
+pub fn outcome_of(job: &Job, report: &PodReport) -> Option<JobOutcome> {
     let (complete, reason, _) = finished_condition(job)?;
     if complete {
         return Some(JobOutcome::Succeeded);
@@ -103,14 +178,29 @@ pub fn outcome_of(job: &Job, result: Option<&ResultDocument>) -> Option<JobOutco
         return Some(JobOutcome::DeadlineExceeded);
     }
     Some(
-        match result.and_then(|r| r.error.as_ref()).map(|e| e.kind) {
-            // No result at all: the pod was killed or deleted from outside.
-            Some(ErrorKind::Interrupted) | None => JobOutcome::Interrupted,
+        match report
+            .result
+            .as_ref()
+            .and_then(|r| r.error.as_ref())
+            .map(|e| e.kind)
+        {
+            Some(ErrorKind::Interrupted) => JobOutcome::Interrupted,
+            None if report.disrupted || !report.found => JobOutcome::Interrupted,
             Some(ErrorKind::Blocked) => JobOutcome::Blocked,
             Some(ErrorKind::PlanChanged) => JobOutcome::PlanChanged,
-            Some(ErrorKind::Step | ErrorKind::ImageLayout) => JobOutcome::Failed,
+            None | Some(ErrorKind::Step | ErrorKind::ImageLayout) => JobOutcome::Failed,
         },
     )
+}
+
+/// The `error_kind` metrics label of a finished Job that did not succeed.
+pub fn error_kind_label(outcome: JobOutcome, result: Option<&ResultDocument>) -> &'static str {
+    match (outcome, result.and_then(|r| r.error.as_ref())) {
+        (JobOutcome::DeadlineExceeded, _) => "deadline",
+        (_, Some(e)) => e.kind.as_str(),
+        (JobOutcome::Interrupted, None) => "interrupted",
+        (_, None) => "unknown",
+    }
 }
 
 /// The outcome recorded on an already bookkept Job.
@@ -227,6 +317,14 @@ pub fn last_run(
             ),
             exit_code: None,
         }),
+        (None, JobOutcome::Failed) => Some(RunError {
+            kind: ErrorKind::Step,
+            step: None,
+            summary: Some(
+                "The Job's pod failed without a result (an init container failed, the runner could not start, or it was killed before it wrote one); see the pod's logs".to_owned(),
+            ),
+            exit_code: None,
+        }),
         (None, JobOutcome::DeadlineExceeded) => Some(RunError {
             kind: ErrorKind::Interrupted,
             step: None,
@@ -251,6 +349,25 @@ pub fn last_run(
         error,
         drift,
     }
+}
+
+/// A drift-remediation apply that did not succeed leaves the drift found and pending, with a note
+/// of what happened (Drift and Health "Report or remediate"); a succeeded one is cleared after
+/// bookkeeping, with the state adopted.
+fn remediation_ended(job: &str, outcome: JobOutcome, conds: &mut Conditions) {
+    let what = match outcome {
+        JobOutcome::Succeeded => return,
+        JobOutcome::Failed | JobOutcome::DeadlineExceeded => "failed",
+        JobOutcome::Interrupted => "was interrupted",
+        JobOutcome::Blocked => "stopped before a destructive plan that needs approval",
+        JobOutcome::PlanChanged => "planned differently from the approved plan",
+    };
+    conds.set(
+        ctype::DRIFT_DETECTED,
+        ConditionStatus::True,
+        reasons::DRIFT_PENDING,
+        &format!("Drift remains: remediation apply {job} {what}"),
+    );
 }
 
 /// The metrics `result` label of an outcome.
@@ -375,6 +492,9 @@ pub fn record_conditions(
                     outbox.warning(events::PLAN_CHANGED, msg);
                 }
             }
+            if record.drift_remediation && op == Operation::Apply {
+                remediation_ended(job, outcome, conds);
+            }
         }
         Operation::Drift | Operation::Refresh => {
             let what = if op == Operation::Drift {
@@ -481,6 +601,386 @@ pub fn bookkept_annotations(outcome: JobOutcome) -> Vec<&'static str> {
     out
 }
 
+/// A finished Job bookkept in this pass. It is marked bookkept, and counted in the Job metrics,
+/// only once the pass's status patch has landed.
+#[derive(Debug, Clone)]
+pub struct Kept {
+    /// The Job as `decide` sees it.
+    pub record: JobRecord,
+    /// How it ended.
+    pub outcome: JobOutcome,
+    /// What its pod reported.
+    pub report: PodReport,
+    /// When the Job was created.
+    pub created: Option<Time>,
+}
+
+/// The object's Jobs after bookkeeping.
+#[derive(Debug, Clone, Default)]
+pub struct Books {
+    /// Every Job, finished and active.
+    pub records: Vec<JobRecord>,
+    /// The Jobs bookkept in this pass.
+    pub kept: Vec<Kept>,
+}
+
+impl Books {
+    /// The newest apply or restore that succeeded in this pass.
+    pub fn applied(&self) -> Option<&Kept> {
+        self.kept
+            .iter()
+            .filter(|k| {
+                k.outcome == JobOutcome::Succeeded
+                    && matches!(k.record.operation, Operation::Apply | Operation::Restore)
+            })
+            .max_by_key(|k| k.record.finished)
+    }
+}
+
+/// Bookkeeping (The Reconcile Lifecycle "Bookkeeping"): every Job of the object from the cache;
+/// each one finished since the last pass gets its `lastRun`, Job conditions and events, its
+/// per-run Secret deleted and its leases given back.
+pub async fn keep_books(p: &mut Pass<'_>, cluster_name: &str) -> Result<Books, Error> {
+    let jobs = p.ctx.caches.jobs_of(&p.ns, &p.uid);
+    let mut books = Books::default();
+    for j in &jobs {
+        let finished = finished_condition(j).is_some();
+        if finished && !is_bookkept(j) {
+            if let Some(kept) = keep_one(p, j, cluster_name).await? {
+                books.records.push(kept.record.clone());
+                books.kept.push(kept);
+            }
+        } else {
+            let name = j.metadata.name.clone().unwrap_or_default();
+            let run_secret_exists = !finished
+                && p.ctx
+                    .caches
+                    .secret(&p.ns, &run_secret_name(&name))
+                    .is_some();
+            if let Some(r) = job_record(j, None, run_secret_exists) {
+                books.records.push(r);
+            }
+        }
+    }
+    Ok(books)
+}
+
+async fn keep_one(p: &mut Pass<'_>, job: &Job, cluster_name: &str) -> Result<Option<Kept>, Error> {
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let report = pod_report(&p.ctx.client, &p.ctx.caches, &p.ns, &name).await?;
+    let Some(outcome) = outcome_of(job, &report) else {
+        return Ok(None);
+    };
+    let Some(record) = job_record(job, Some(outcome), false) else {
+        return Ok(None);
+    };
+    let result = report.result.as_ref();
+    let remediate = crate::workload::drift_action(p.target) == DriftAction::Remediate;
+    record_conditions(
+        &record,
+        result,
+        outcome,
+        remediate,
+        &mut p.conds,
+        &mut p.outbox,
+    );
+    p.draft.workload_mut().last_run = Some(last_run(&record, job, result, outcome));
+    if outcome == JobOutcome::Succeeded {
+        let at = record.finished.and_then(crate::observe::to_time);
+        match record.operation {
+            Operation::Drift => p.draft.workload_mut().last_drift_check = at,
+            Operation::Refresh => p.draft.workload_mut().last_refresh = at,
+            _ => {}
+        }
+    }
+    if let Some(plan) = result.and_then(|r| r.plan.as_ref()) {
+        plan_to_status(p, &record, outcome, plan);
+    }
+    // The per-run Secret goes, and with it the leases.
+    let client = &p.ctx.client;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &p.ns);
+    delete_opt(&secrets, &run_secret_name(&name)).await?;
+    leases::give_back(client, &p.ns, &run_lease_name(&p.suffix), &name).await?;
+    if p.kind == ObjectKind::Cluster && !cluster_name.is_empty() {
+        let lease = cluster_lease_name(&p.ns, cluster_name);
+        leases::give_back(client, &p.ns, &lease, &name).await?;
+    }
+    Ok(Some(Kept {
+        record,
+        outcome,
+        report,
+        created: job.metadata.creation_timestamp.clone(),
+    }))
+}
+
+/// Plan Approval: a plan (or a changed plan) becomes `status.plan`.
+fn plan_to_status(
+    p: &mut Pass<'_>,
+    record: &JobRecord,
+    outcome: JobOutcome,
+    plan: &contract::result::PlanDoc,
+) {
+    let planned = record.operation == Operation::Plan && outcome == JobOutcome::Succeeded;
+    if !(planned || outcome == JobOutcome::PlanChanged) {
+        return;
+    }
+    let (ns, name) = (p.ns.clone(), p.name.clone());
+    let StatusDraft::Cluster(cs) = &mut p.draft else {
+        return;
+    };
+    let changes = plan.add + plan.change + plan.destroy;
+    let command = format!(
+        "kubectl annotate terraformcluster {name} -n {ns} {}={} --overwrite",
+        annotations::APPROVE_PLAN,
+        plan.hash
+    );
+    if outcome == JobOutcome::PlanChanged {
+        p.conds.set(
+            ctype::APPLY_JOB_SUCCEEDED,
+            ConditionStatus::Unknown,
+            reasons::PLAN_CHANGED,
+            &format!("The plan changed since it was approved; review status.plan and approve it: {command}"),
+        );
+    } else if changes > 0 {
+        p.conds.set(
+            ctype::APPLY_JOB_SUCCEEDED,
+            ConditionStatus::Unknown,
+            reasons::PLAN_AWAITING_APPROVAL,
+            &format!("Plan {} waits for approval: {command}", plan.hash),
+        );
+        p.outbox.normal(
+            events::PLAN_READY,
+            format!(
+                "Plan of Job {}: {} to add, {} to change, {} to destroy; approve with: {command}",
+                record.name, plan.add, plan.change, plan.destroy
+            ),
+        );
+    }
+    cs.plan = Some(plan_preview(record, plan));
+}
+
+/// `status.plan` from a plan (or plan-changed apply) Job's result.
+fn plan_preview(record: &JobRecord, plan: &contract::result::PlanDoc) -> api::status::PlanPreview {
+    api::status::PlanPreview {
+        inputs_hash: record.inputs_hash.clone(),
+        job: record.name.clone(),
+        plan_hash: plan.hash.clone(),
+        add: Some(plan.add as i32),
+        change: Some(plan.change as i32),
+        destroy: Some(plan.destroy as i32),
+        resources: Some(plan.resources.clone()).filter(|r| !r.is_empty()),
+        truncated: plan.truncated.then_some(true),
+        created_at: record.finished.and_then(crate::observe::to_time),
+    }
+}
+
+/// After an apply or restore that succeeded this pass: its state adopted, the digest pinned, the
+/// approvals that covered it consumed, a remediated drift cleared.
+pub async fn after_apply(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
+    let Some(kept) = o.books.applied().cloned() else {
+        return Ok(());
+    };
+    let record = &kept.record;
+    crate::state::adopt(
+        &p.ctx.client,
+        &p.ns,
+        &p.suffix,
+        &p.target.owner_reference(false),
+        &record.inputs_hash,
+    )
+    .await?;
+    p.outbox.normal(
+        events::STATE_ADOPTED,
+        format!("State adopted with inputs hash {}", record.inputs_hash),
+    );
+    if record.operation != Operation::Apply {
+        return Ok(());
+    }
+    pin_digest(p, &mut o.durable, &kept.report).await?;
+    consume_approvals(p, record).await?;
+    if record.drift_remediation
+        || p.conds.reason(ctype::DRIFT_DETECTED) == Some(reasons::DRIFT_REMEDIATING)
+    {
+        p.conds.set(
+            ctype::DRIFT_DETECTED,
+            ConditionStatus::False,
+            reasons::NO_DRIFT,
+            "The remediation apply succeeded",
+        );
+    }
+    Ok(())
+}
+
+/// Records the digest the kubelet ran on the durable inputs Secret after a succeeded apply.
+async fn pin_digest(
+    p: &mut Pass<'_>,
+    durable: &mut Durable,
+    report: &PodReport,
+) -> Result<(), Error> {
+    if !durable.exists() {
+        return Ok(());
+    }
+    let Some(digest) = report.image_id.as_deref().and_then(digest_of) else {
+        p.outbox.warning(
+            events::DIGEST_UNKNOWN,
+            "The apply's pod reported no image digest; later Jobs run the spec's image reference",
+        );
+        return Ok(());
+    };
+    if durable.annotation(annotations::IMAGE_DIGEST) == Some(digest.as_str()) {
+        return Ok(());
+    }
+    let secrets: Api<Secret> = Api::namespaced(p.ctx.client.clone(), &p.ns);
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {annotations::IMAGE_DIGEST: digest}}});
+    let updated = secrets
+        .patch(
+            durable.name(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    durable.written(updated);
+    p.outbox.normal(
+        events::DIGEST_PINNED,
+        format!("Image digest {digest} pinned"),
+    );
+    Ok(())
+}
+
+/// After a succeeded cluster apply: the plan approval and the destructive-plan approval that
+/// covered it are consumed (Plan Approval "Done", "Approving a destructive plan").
+async fn consume_approvals(p: &mut Pass<'_>, record: &JobRecord) -> Result<(), Error> {
+    if p.kind != ObjectKind::Cluster {
+        return Ok(());
+    }
+    let kind = p.kind_name();
+    let mut remove = serde_json::Map::new();
+    if let StatusDraft::Cluster(cs) = &mut p.draft
+        && cs
+            .plan
+            .as_ref()
+            .is_some_and(|pl| pl.inputs_hash == record.inputs_hash)
+    {
+        cs.plan = None;
+        if p.target.annotation(annotations::APPROVE_PLAN).is_some() {
+            remove.insert(
+                annotations::APPROVE_PLAN.to_owned(),
+                serde_json::Value::Null,
+            );
+            p.ctx.metrics.plan_approval(kind, "approved");
+            p.outbox.normal(
+                events::PLAN_APPLIED,
+                format!(
+                    "Job {} applied the approved plan; the approval is consumed",
+                    record.name
+                ),
+            );
+        }
+    }
+    if p.target.annotation(annotations::APPROVE_DESTRUCTIVE_PLAN)
+        == Some(record.inputs_hash.as_str())
+    {
+        remove.insert(
+            annotations::APPROVE_DESTRUCTIVE_PLAN.to_owned(),
+            serde_json::Value::Null,
+        );
+        p.ctx.metrics.destructive_approval_consumed(kind);
+        p.outbox.normal(
+            events::DESTRUCTIVE_PLAN_APPROVAL_CONSUMED,
+            format!(
+                "Job {} applied the approved inputs hash {}; the approval is consumed",
+                record.name, record.inputs_hash
+            ),
+        );
+    }
+    if !remove.is_empty() {
+        let patch = serde_json::json!({"metadata": {"annotations": remove}});
+        p.target.merge_patch(&p.ctx.client, &patch, false).await?;
+    }
+    Ok(())
+}
+
+/// Counts a Job bookkept this pass in the Job metrics (once: after it was marked bookkept).
+pub fn count(metrics: &Metrics, p: &Pass<'_>, kept: &Kept, records: &[JobRecord]) {
+    let kind = p.kind_name();
+    let record = &kept.record;
+    let op = record.operation.as_str();
+    let result = kept.report.result.as_ref();
+    let duration = match (record.started, record.finished) {
+        (Some(s), Some(f)) => f.duration_since(s).unwrap_or_default().as_secs_f64(),
+        _ => 0.0,
+    };
+    metrics.job_finished(kind, op, result_label(kept.outcome), duration);
+    if kept.outcome != JobOutcome::Succeeded {
+        let step = result
+            .and_then(|r| r.error.as_ref())
+            .and_then(|e| e.step.clone())
+            .unwrap_or_else(|| "none".to_owned());
+        metrics.job_error(kind, op, error_kind_label(kept.outcome, result), &step);
+    }
+    if kept.outcome == JobOutcome::PlanChanged && p.kind == ObjectKind::Cluster {
+        metrics.plan_approval(kind, "changed");
+    }
+    if let Some(r) = result {
+        for s in &r.steps {
+            metrics.job_step_duration(kind, op, &s.name, s.seconds);
+        }
+        if let Some(c) = &r.changes {
+            metrics.resources_changed(kind, op, "add", c.add);
+            metrics.resources_changed(kind, op, "change", c.change);
+            metrics.resources_changed(kind, op, "destroy", c.destroy);
+        }
+    }
+    if let (Some(s), Some(created)) = (&kept.report.started, &kept.created) {
+        let q = SystemTime::from(s.0)
+            .duration_since(SystemTime::from(created.0))
+            .unwrap_or_default();
+        metrics.job_queue(kind, op, q.as_secs_f64());
+    }
+    if kept.outcome == JobOutcome::Succeeded {
+        if let Some(f) = record.finished
+            && let Ok(d) = f.duration_since(SystemTime::UNIX_EPOCH)
+        {
+            metrics.set_last_success(kind, &p.ns, &p.name, op, d.as_secs() as i64);
+        }
+        // captf_job_attempts: 1 + the failed Jobs of the operation since its previous success.
+        let earlier = || {
+            records
+                .iter()
+                .filter(|r| r.operation == record.operation && r.finished < record.finished)
+        };
+        let previous_success = earlier()
+            .filter(|r| r.outcome == Some(JobOutcome::Succeeded))
+            .filter_map(|r| r.finished)
+            .max();
+        let failures = earlier()
+            .filter(|r| {
+                r.outcome.is_some_and(JobOutcome::counts_as_failure)
+                    && previous_success.is_none_or(|ps| r.finished.is_some_and(|f| f > ps))
+            })
+            .count();
+        metrics.job_attempts(kind, op, 1 + failures as u64);
+    }
+}
+
+/// Marks a Job bookkept, with the annotations of its outcome (after the status patch landed).
+pub async fn mark_bookkept(jobs: &Api<Job>, name: &str, outcome: JobOutcome) -> Result<(), Error> {
+    let annotations: serde_json::Map<String, serde_json::Value> = bookkept_annotations(outcome)
+        .into_iter()
+        .map(|a| (a.to_owned(), serde_json::Value::String("true".to_owned())))
+        .collect();
+    let patch = serde_json::json!({"metadata": {"annotations": annotations}});
+    match jobs
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if crate::kubeutil::is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,6 +995,110 @@ mod tests {
         assert_eq!(digest_of(&format!("127.0.0.1:5000/x@{d}")), Some(d));
         assert_eq!(digest_of("r/x:tag"), None);
         assert_eq!(digest_of("r/x@sha256:short"), None);
+    }
+
+    fn finished_job(failed: bool) -> Job {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "captf-c-x-apply-a1-abcdef",
+                         "labels": {"captf.infrastructure.cluster.x-k8s.io/op": "apply",
+                                    "captf.infrastructure.cluster.x-k8s.io/attempt": "1"}},
+            "status": {"conditions": [{"type": if failed { "Failed" } else { "Complete" },
+                                       "status": "True", "reason": "BackoffLimitExceeded"}]}
+        }))
+        .unwrap()
+    }
+
+    /// A Failed Job without a result document is interrupted only with evidence (a pod that is
+    /// gone, deleted, evicted or disrupted, or the runner's own `interrupted` result); otherwise
+    /// it is failed, under the normal backoff, with the error kind `unknown`.
+    #[test]
+    fn a_failed_job_without_a_result_is_interrupted_only_with_evidence() {
+        let job = finished_job(true);
+        let found = PodReport {
+            found: true,
+            ..PodReport::default()
+        };
+        assert_eq!(outcome_of(&job, &found), Some(JobOutcome::Failed));
+        assert_eq!(error_kind_label(JobOutcome::Failed, None), "unknown");
+        let disrupted = PodReport {
+            found: true,
+            disrupted: true,
+            ..PodReport::default()
+        };
+        assert_eq!(outcome_of(&job, &disrupted), Some(JobOutcome::Interrupted));
+        assert_eq!(
+            outcome_of(&job, &PodReport::default()),
+            Some(JobOutcome::Interrupted),
+            "a pod that is gone"
+        );
+        let interrupted = ResultDocument {
+            version: contract::result::RESULT_VERSION,
+            op: "apply".to_owned(),
+            image: contract::result::ImageInfo::default(),
+            runtime: contract::result::RuntimeInfo::default(),
+            steps: Vec::new(),
+            drift: None,
+            error: Some(contract::result::ErrorDoc {
+                kind: ErrorKind::Interrupted,
+                step: None,
+                summary: None,
+                exit_code: None,
+            }),
+            changes: None,
+            plan: None,
+        };
+        let own = PodReport {
+            found: true,
+            result: Some(interrupted),
+            ..PodReport::default()
+        };
+        assert_eq!(outcome_of(&job, &own), Some(JobOutcome::Interrupted));
+        assert_eq!(
+            outcome_of(&finished_job(false), &found),
+            Some(JobOutcome::Succeeded)
+        );
+    }
+
+    /// A failed, blocked or plan-changed drift-remediation apply leaves `DriftDetected=True`
+    /// with the reason `DriftPending` and a note of what happened.
+    #[test]
+    fn a_remediation_apply_that_did_not_succeed_leaves_the_drift_pending() {
+        let now = Time(k8s_openapi::jiff::Timestamp::from_second(1_700_000_000).unwrap());
+        for outcome in [
+            JobOutcome::Failed,
+            JobOutcome::Blocked,
+            JobOutcome::PlanChanged,
+        ] {
+            let mut record = job_record(&finished_job(true), Some(outcome), false).unwrap();
+            record.drift_remediation = true;
+            let mut conds = Conditions::new(None, None, now.clone());
+            conds.set(
+                ctype::DRIFT_DETECTED,
+                ConditionStatus::True,
+                reasons::DRIFT_REMEDIATING,
+                "Remediation apply is running",
+            );
+            let mut outbox = Outbox::default();
+            record_conditions(&record, None, outcome, true, &mut conds, &mut outbox);
+            assert_eq!(
+                conds.status(ctype::DRIFT_DETECTED),
+                Some("True"),
+                "{outcome:?}"
+            );
+            assert_eq!(
+                conds.reason(ctype::DRIFT_DETECTED),
+                Some(reasons::DRIFT_PENDING),
+                "{outcome:?}"
+            );
+            assert!(
+                conds
+                    .get(ctype::DRIFT_DETECTED)
+                    .unwrap()
+                    .message
+                    .contains("remediation apply"),
+                "{outcome:?}"
+            );
+        }
     }
 
     #[test]

@@ -41,68 +41,50 @@ impl Transition {
     }
 }
 
-/// The conditions of one object, as this pass leaves them.
+/// The conditions of one object, as this pass leaves them. A pass may set a condition several
+/// times; only the net change between the conditions it started from and the ones it leaves
+/// counts: a condition that goes True, False and True again inside one pass keeps its
+/// `lastTransitionTime` and makes no transition.
 #[derive(Debug, Clone)]
 pub struct Conditions {
+    initial: Vec<Condition>,
     list: Vec<Condition>,
     generation: Option<i64>,
     now: Time,
-    transitions: Vec<Transition>,
 }
 
 impl Conditions {
     /// Starts from the object's current conditions.
     pub fn new(current: Option<Vec<Condition>>, generation: Option<i64>, now: Time) -> Self {
+        let list = current.unwrap_or_default();
         Self {
-            list: current.unwrap_or_default(),
+            initial: list.clone(),
+            list,
             generation,
             now,
-            transitions: Vec::new(),
         }
     }
 
-    /// Sets a condition; its transition time moves only when its status changes.
+    /// Sets a condition; its transition time is the pass's when its status differs from the one
+    /// the pass started from, else the one it had.
     pub fn set(&mut self, type_: &str, status: ConditionStatus, reason: &str, message: &str) {
         let message = contract::result::cap(message, MAX_MESSAGE);
         let status = status.as_str();
-        if let Some(c) = self.list.iter_mut().find(|c| c.type_ == type_) {
-            if c.status == status && c.reason == reason && c.message == message {
-                c.observed_generation = self.generation;
-                return;
-            }
-            let from = c.status.clone();
-            if c.status != status {
-                c.last_transition_time = self.now.clone();
-            }
-            if c.status != status || c.reason != reason {
-                self.transitions.push(Transition {
-                    type_: type_.to_owned(),
-                    from: Some(from),
-                    status: status.to_owned(),
-                    reason: reason.to_owned(),
-                    message: message.clone(),
-                });
-            }
-            status.clone_into(&mut c.status);
-            reason.clone_into(&mut c.reason);
-            c.message = message;
-            c.observed_generation = self.generation;
-        } else {
-            self.transitions.push(Transition {
-                type_: type_.to_owned(),
-                from: None,
-                status: status.to_owned(),
-                reason: reason.to_owned(),
-                message: message.clone(),
-            });
-            self.list.push(Condition {
-                type_: type_.to_owned(),
-                status: status.to_owned(),
-                reason: reason.to_owned(),
-                message,
-                last_transition_time: self.now.clone(),
-                observed_generation: self.generation,
-            });
+        let since = match self.initial.iter().find(|c| c.type_ == type_) {
+            Some(c) if c.status == status => c.last_transition_time.clone(),
+            _ => self.now.clone(),
+        };
+        let condition = Condition {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message,
+            last_transition_time: since,
+            observed_generation: self.generation,
+        };
+        match self.list.iter_mut().find(|c| c.type_ == type_) {
+            Some(c) => *c = condition,
+            None => self.list.push(condition),
         }
     }
 
@@ -185,9 +167,25 @@ impl Conditions {
         }
     }
 
-    /// The transitions made so far.
-    pub fn transitions(&self) -> &[Transition] {
-        &self.transitions
+    /// The net transitions so far: each condition whose status or reason differs from the one
+    /// the pass started from, in the order the conditions are listed.
+    pub fn transitions(&self) -> Vec<Transition> {
+        self.list
+            .iter()
+            .filter_map(|c| {
+                let from = self.initial.iter().find(|i| i.type_ == c.type_);
+                if from.is_some_and(|f| f.status == c.status && f.reason == c.reason) {
+                    return None;
+                }
+                Some(Transition {
+                    type_: c.type_.clone(),
+                    from: from.map(|f| f.status.clone()),
+                    status: c.status.clone(),
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                })
+            })
+            .collect()
     }
 
     /// The conditions, sorted by type for a stable status.
@@ -217,7 +215,25 @@ mod tests {
         assert_eq!(c.transitions().len(), 1);
         c.set("X", ConditionStatus::True, "B", "m2");
         assert_eq!(c.get("X").unwrap().last_transition_time, at(20));
-        assert_eq!(c.transitions().len(), 2);
+        // One condition, one net transition (Unknown/A to True/B).
+        assert_eq!(c.transitions().len(), 1);
+    }
+
+    #[test]
+    fn a_condition_that_flips_and_flips_back_in_one_pass_is_no_transition() {
+        let mut c = Conditions::new(None, Some(1), at(10));
+        c.set("X", ConditionStatus::True, "A", "m");
+        let list = c.into_list();
+        let mut c = Conditions::new(Some(list), Some(1), at(20));
+        c.set("X", ConditionStatus::False, "B", "other");
+        c.set("X", ConditionStatus::True, "A", "m");
+        assert!(c.transitions().is_empty());
+        assert_eq!(c.get("X").unwrap().last_transition_time, at(10));
+        // A reason that changes and changes back is no transition either.
+        c.set("X", ConditionStatus::True, "C", "m");
+        assert_eq!(c.transitions().len(), 1);
+        c.set("X", ConditionStatus::True, "A", "m");
+        assert!(c.transitions().is_empty());
     }
 
     #[test]

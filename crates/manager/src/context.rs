@@ -16,6 +16,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
 
+use crate::caches::Caches;
 use crate::metrics::Metrics;
 
 /// The event reporter name (`reportingController`).
@@ -77,6 +78,8 @@ pub struct Context {
     pub metrics: Metrics,
     /// The event recorder.
     pub recorder: Recorder,
+    /// What passes read: filled by [`crate::controller::run`], empty until then.
+    pub caches: Caches,
 }
 
 impl std::fmt::Debug for Context {
@@ -102,6 +105,7 @@ impl Context {
             settings: Arc::new(settings),
             metrics,
             recorder,
+            caches: Caches::unstarted(),
         }
     }
 }
@@ -219,14 +223,20 @@ impl Target {
         }
     }
 
-    /// Merge-patches the object, or its status subresource when `status`; `Ok(false)` when the
-    /// object is gone.
+    /// Whether it carries Cluster API's externally-managed annotation (every kind).
+    pub fn externally_managed(&self) -> bool {
+        self.annotation(api::constants::annotations::MANAGED_BY)
+            .is_some()
+    }
+
+    /// Merge-patches the object, or its status subresource when `status`; the resourceVersion
+    /// written, `Ok(None)` when the object is gone.
     pub async fn merge_patch(
         &self,
         client: &Client,
         patch: &serde_json::Value,
         status: bool,
-    ) -> kube::Result<bool> {
+    ) -> kube::Result<Option<String>> {
         let ns = self.namespace();
         let name = self.name();
         let pp = PatchParams::default();
@@ -235,23 +245,23 @@ impl Target {
             (Self::Cluster(_), false) => Api::<TerraformCluster>::namespaced(client.clone(), &ns)
                 .patch(&name, &pp, &patch)
                 .await
-                .map(drop),
+                .map(|o| o.metadata.resource_version),
             (Self::Cluster(_), true) => Api::<TerraformCluster>::namespaced(client.clone(), &ns)
                 .patch_status(&name, &pp, &patch)
                 .await
-                .map(drop),
+                .map(|o| o.metadata.resource_version),
             (Self::Machine(_), false) => Api::<TerraformMachine>::namespaced(client.clone(), &ns)
                 .patch(&name, &pp, &patch)
                 .await
-                .map(drop),
+                .map(|o| o.metadata.resource_version),
             (Self::Machine(_), true) => Api::<TerraformMachine>::namespaced(client.clone(), &ns)
                 .patch_status(&name, &pp, &patch)
                 .await
-                .map(drop),
+                .map(|o| o.metadata.resource_version),
         };
         match result {
-            Ok(()) => Ok(true),
-            Err(e) if crate::kubeutil::is_not_found(&e) => Ok(false),
+            Ok(rv) => Ok(Some(rv.unwrap_or_default())),
+            Err(e) if crate::kubeutil::is_not_found(&e) => Ok(None),
             Err(e) => Err(e),
         }
     }

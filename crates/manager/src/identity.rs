@@ -11,12 +11,15 @@ use api::identity::TerraformClusterIdentity;
 use contract::health::ConditionStatus;
 use contract::names::credential_mirror_secret_name;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
-use kube::Api;
 use kube::api::{DeleteParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
+use crate::caches::{Caches, Meta};
 use crate::conditions::Conditions;
 use crate::decide::GateBlock;
 use crate::events::Outbox;
@@ -77,9 +80,11 @@ pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, Stri
 
 /// Whether a Secret is a credential mirror (`captf.io/mirrored=true`).
 fn is_mirror(secret: &Secret) -> bool {
-    secret
-        .metadata
-        .labels
+    is_mirror_meta(&secret.metadata)
+}
+
+fn is_mirror_meta(meta: &ObjectMeta) -> bool {
+    meta.labels
         .as_ref()
         .and_then(|l| l.get(labels::MIRRORED))
         .is_some_and(|v| v == "true")
@@ -99,8 +104,10 @@ pub enum IdentityOutcome {
 
 /// Resolves, checks and mirrors the identity for an object in `ns`, setting `IdentityAllowed`
 /// and `CredentialsMirrored`.
+#[allow(clippy::too_many_arguments)]
 pub async fn ensure(
     client: &kube::Client,
+    caches: &Caches,
     ns: &str,
     identity: Option<String>,
     owner: &OwnerReference,
@@ -108,6 +115,13 @@ pub async fn ensure(
     outbox: &mut Outbox,
     metrics: &crate::metrics::Metrics,
 ) -> kube::Result<IdentityOutcome> {
+    // Counted when the denial starts, not at every pass it lasts.
+    let already_denied = conds.status(ctype::IDENTITY_ALLOWED) == Some("False");
+    let denied = |metrics: &crate::metrics::Metrics, reason: &str| {
+        if !already_denied {
+            metrics.identity_denied(reason);
+        }
+    };
     let pending = |conds: &mut Conditions| {
         conds.set(
             ctype::CREDENTIALS_MIRRORED,
@@ -130,11 +144,10 @@ pub async fn ensure(
             "No identityRef resolves: set spec.identityRef or the cluster's",
         );
         pending(conds);
-        metrics.identity_denied("notfound");
+        denied(metrics, "notfound");
         return Ok(blocked(reasons::IDENTITY_NOT_FOUND));
     };
-    let identities: Api<TerraformClusterIdentity> = Api::all(client.clone());
-    let Some(tci) = get_opt(&identities, &name).await? else {
+    let Some(tci) = caches.identities.get(&ObjectRef::new(&name)) else {
         conds.set(
             ctype::IDENTITY_ALLOWED,
             ConditionStatus::False,
@@ -142,10 +155,10 @@ pub async fn ensure(
             &format!("TerraformClusterIdentity {name} does not exist"),
         );
         pending(conds);
-        metrics.identity_denied("notfound");
+        denied(metrics, "notfound");
         return Ok(blocked(reasons::IDENTITY_NOT_FOUND));
     };
-    if !allows(client, &tci, ns).await? {
+    if !allows(caches, &tci, ns) {
         conds.set(
             ctype::IDENTITY_ALLOWED,
             ConditionStatus::False,
@@ -153,13 +166,12 @@ pub async fn ensure(
             &format!("TerraformClusterIdentity {name} does not allow namespace {ns}"),
         );
         pending(conds);
-        metrics.identity_denied("namespace");
-        remove_mirror(client, ns, &name, outbox).await?;
+        denied(metrics, "namespace");
+        remove_mirror(client, caches, ns, &name, outbox).await?;
         return Ok(blocked(reasons::NAMESPACE_NOT_ALLOWED));
     }
     let source_ref = &tci.spec.secret_ref;
-    let sources: Api<Secret> = Api::namespaced(client.clone(), &source_ref.namespace);
-    let Some(source) = get_opt(&sources, &source_ref.name).await? else {
+    let Some(source) = caches.secret(&source_ref.namespace, &source_ref.name) else {
         conds.set(
             ctype::IDENTITY_ALLOWED,
             ConditionStatus::False,
@@ -178,7 +190,7 @@ pub async fn ensure(
         reasons::IDENTITY_ALLOWED,
         &format!("TerraformClusterIdentity {name} allows namespace {ns}"),
     );
-    match mirror(client, ns, &name, &source, owner, outbox).await {
+    match mirror(client, caches, ns, &name, &source, owner, outbox).await {
         Ok(Ok(())) => {
             conds.set(
                 ctype::CREDENTIALS_MIRRORED,
@@ -216,39 +228,78 @@ pub async fn ensure(
 }
 
 /// Whether the identity allows namespace `ns`: listed, or matched by the selector.
-async fn allows(
-    client: &kube::Client,
-    tci: &TerraformClusterIdentity,
-    ns: &str,
-) -> kube::Result<bool> {
+fn allows(caches: &Caches, tci: &TerraformClusterIdentity, ns: &str) -> bool {
     let Some(allowed) = &tci.spec.allowed_namespaces else {
-        return Ok(false);
+        return false;
     };
     if allowed.list.iter().flatten().any(|n| n == ns) {
-        return Ok(true);
+        return true;
     }
     let Some(selector) = &allowed.selector else {
-        return Ok(false);
+        return false;
     };
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let labels = get_opt(&namespaces, ns)
-        .await?
-        .and_then(|n| n.metadata.labels)
+    let labels = caches
+        .namespaces
+        .get(&ObjectRef::new(ns))
+        .and_then(|n| n.metadata.labels.clone())
         .unwrap_or_default();
-    Ok(selector_matches(selector, &labels))
+    selector_matches(selector, &labels)
+}
+
+/// The hash of the source Secret's data: decoded once per resourceVersion of the cached
+/// metadata and kept (never the data itself), else read.
+async fn cached_source_hash(
+    client: &kube::Client,
+    caches: &Caches,
+    source: &Meta<Secret>,
+) -> kube::Result<Option<String>> {
+    let ns = source.metadata.namespace.clone().unwrap_or_default();
+    let name = source.metadata.name.clone().unwrap_or_default();
+    let key = format!("source/{ns}/{name}");
+    let rv = source.metadata.resource_version.clone().unwrap_or_default();
+    if let Some(hash) = caches.decoded.get::<String>(&key, &rv) {
+        return Ok(Some(hash.as_ref().clone()));
+    }
+    let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let Some(full) = get_opt(&api, &name).await? else {
+        return Ok(None);
+    };
+    let hash = source_hash(&full.data.clone().unwrap_or_default());
+    let rv = full.metadata.resource_version.clone().unwrap_or_default();
+    caches.decoded.put(&key, &rv, Arc::new(hash.clone()));
+    Ok(Some(hash))
 }
 
 /// Creates or refreshes the mirror and makes `owner` one of its owners. `Ok(Err(message))` when
 /// a Secret of that name exists that is not a mirror.
 async fn mirror(
     client: &kube::Client,
+    caches: &Caches,
     ns: &str,
     identity: &str,
-    source: &Secret,
+    source: &Meta<Secret>,
     owner: &OwnerReference,
     outbox: &mut Outbox,
 ) -> kube::Result<Result<(), String>> {
     let name = credential_mirror_secret_name(identity);
+    // Up to date in the cache: nothing to read or write.
+    if let Some(hash) = cached_source_hash(client, caches, source).await?
+        && let Some(cached) = caches.secret(ns, &name)
+        && is_mirror_meta(&cached.metadata)
+        && cached.annotations().get(annotations::SOURCE_HASH) == Some(&hash)
+        && cached.owner_references().iter().any(|o| o.uid == owner.uid)
+    {
+        return Ok(Ok(()));
+    }
+    let sources: Api<Secret> = Api::namespaced(
+        client.clone(),
+        source.metadata.namespace.as_deref().unwrap_or_default(),
+    );
+    let Some(source) = get_opt(&sources, &source.name_any()).await? else {
+        return Ok(Err(format!(
+            "The credentials Secret of TerraformClusterIdentity {identity} went while it was mirrored"
+        )));
+    };
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let data = source.data.clone().unwrap_or_default();
     let hash = source_hash(&data);
@@ -327,11 +378,15 @@ async fn mirror(
 /// Deletes the namespace's mirror of `identity` (access revoked).
 async fn remove_mirror(
     client: &kube::Client,
+    caches: &Caches,
     ns: &str,
     identity: &str,
     outbox: &mut Outbox,
 ) -> kube::Result<()> {
     let name = credential_mirror_secret_name(identity);
+    if caches.secret(ns, &name).is_none() {
+        return Ok(());
+    }
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let Some(existing) = get_opt(&api, &name).await? else {
         return Ok(());

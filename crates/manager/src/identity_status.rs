@@ -11,19 +11,15 @@ use api::constants::{annotations, conditions as ctype, events, labels, reasons};
 use api::identity::{TerraformClusterIdentity, TerraformClusterIdentityStatus};
 use contract::health::ConditionStatus;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 
 use crate::conditions::Conditions;
 use crate::context::Context;
 use crate::events::Outbox;
-use crate::kubeutil::get_opt;
 use crate::reconcile::Error;
 
 async fn reconcile_identity(
@@ -32,8 +28,10 @@ async fn reconcile_identity(
 ) -> Result<Action, Error> {
     let name = tci.name_any();
     let secret_ref = &tci.spec.secret_ref;
-    let sources: Api<Secret> = Api::namespaced(ctx.client.clone(), &secret_ref.namespace);
-    let found = get_opt(&sources, &secret_ref.name).await?.is_some();
+    let found = ctx
+        .caches
+        .secret(&secret_ref.namespace, &secret_ref.name)
+        .is_some();
     let status = tci.status.clone().unwrap_or_default();
     let before = serde_json::to_value(&status)?;
     let mut conds = Conditions::new(
@@ -59,23 +57,20 @@ async fn reconcile_identity(
             ),
         );
     }
-    let transitions = conds.transitions().to_vec();
+    let transitions = conds.transitions();
     // Identities are cluster-wide, whatever --namespace says: so are their mirrors.
-    let mirrors: Api<Secret> = Api::all(ctx.client.clone());
-    let lp = ListParams::default().labels(&format!("{}=true", labels::MIRRORED));
-    let mut namespaces: Vec<String> = mirrors
-        .list_metadata(&lp)
-        .await?
-        .items
+    let mut namespaces: Vec<String> = ctx
+        .caches
+        .secrets
+        .state()
         .into_iter()
         .filter(|s| {
-            s.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(annotations::IDENTITY))
-                == Some(&name)
+            s.labels()
+                .get(labels::MIRRORED)
+                .is_some_and(|v| v == "true")
+                && s.annotations().get(annotations::IDENTITY) == Some(&name)
         })
-        .filter_map(|s| s.metadata.namespace)
+        .filter_map(|s| s.metadata.namespace.clone())
         .collect();
     namespaces.sort();
     namespaces.dedup();
@@ -86,12 +81,21 @@ async fn reconcile_identity(
     let after = serde_json::to_value(&new)?;
     if let Some(patch) = crate::patch::merge_patch(&before, &after) {
         let api: Api<TerraformClusterIdentity> = Api::all(ctx.client.clone());
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({ "status": patch })),
-        )
-        .await?;
+        let body = serde_json::json!({
+            "metadata": {"resourceVersion": tci.metadata.resource_version},
+            "status": patch,
+        });
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(body))
+            .await
+        {
+            Ok(_) => {}
+            // Written meanwhile: the newer version wakes this controller again.
+            Err(e) if crate::kubeutil::is_conflict(&e) => {
+                return Ok(Action::requeue(Duration::from_secs(1)));
+            }
+            Err(e) => return Err(e.into()),
+        }
         let mut outbox = Outbox::default();
         for t in transitions {
             if t.status == "True" {
@@ -102,27 +106,20 @@ async fn reconcile_identity(
         }
         outbox.publish(&ctx, &tci.object_ref(&())).await;
     }
-    // The source Secret cannot be watched (any namespace, any name): look again each sync period.
+    // The credentials Secret and the mirrors are watched (the caches wake this controller); the
+    // sync period is a backstop.
     Ok(Action::requeue(ctx.settings.sync_period))
 }
 
-/// Runs the identity status controller until `shutdown` resolves.
+/// Runs the identity status controller until `shutdown` resolves. The caches wake an identity
+/// when it changes, when a mirror of it changes, and when its credentials Secret appears,
+/// changes or goes (after a `clusterctl move` an identity can arrive before its Secret).
 pub async fn run(
     ctx: Arc<Context>,
+    controller: Controller<TerraformClusterIdentity>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) -> anyhow::Result<()> {
-    let api: Api<TerraformClusterIdentity> = Api::all(ctx.client.clone());
-    let mirrors: Api<Secret> = Api::all(ctx.client.clone());
-    Controller::new(api, watcher::Config::default())
-        .watches(
-            mirrors,
-            watcher::Config::default().labels(&format!("{}=true", labels::MIRRORED)),
-            |s: Secret| {
-                s.annotations()
-                    .get(annotations::IDENTITY)
-                    .map(|n| ObjectRef::<TerraformClusterIdentity>::new(n))
-            },
-        )
+) {
+    controller
         .graceful_shutdown_on(shutdown)
         .run(
             reconcile_identity,
@@ -131,5 +128,4 @@ pub async fn run(
         )
         .for_each(|_| async {})
         .await;
-    Ok(())
 }

@@ -20,8 +20,9 @@ use contract::render::{RenderError, RenderedInputs, render_cluster, render_machi
 use contract::variables::{SourceKind, UserVariables, VariablesSource, merge_variables};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::Api;
+use kube::{Api, ResourceExt};
 
+use crate::caches::Caches;
 use crate::decide::OwnerCheck;
 use crate::kubeutil::get_opt;
 use crate::state::{StateReading, list_state_secrets, read};
@@ -117,23 +118,22 @@ fn mismatch(
 
 /// The owner lookup of a TerraformCluster: its Cluster, which must name it in
 /// `spec.infrastructureRef`.
-pub async fn cluster_owner(client: &kube::Client, tc: &TerraformCluster) -> kube::Result<Owner> {
+pub fn cluster_owner(caches: &Caches, tc: &TerraformCluster) -> Owner {
     let ns = tc.metadata.namespace.clone().unwrap_or_default();
     let refs = tc.metadata.owner_references.clone().unwrap_or_default();
     let Some(oref) = owner_ref(&refs, "Cluster") else {
-        return Ok(Owner::waiting(
+        return Owner::waiting(
             OwnerCheck::NotYet {
                 reason: reasons::WAITING_FOR_OWNER,
             },
             "Waiting for a Cluster to own this TerraformCluster",
-        ));
+        );
     };
-    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &ns);
-    let Some(cluster) = get_opt(&clusters, &oref.name).await? else {
-        return Ok(Owner::waiting(
+    let Some(cluster) = cached(&caches.clusters, &ns, &oref.name) else {
+        return Owner::waiting(
             OwnerCheck::Gone,
             format!("The owning Cluster {} no longer exists", oref.name),
-        ));
+        );
     };
     let mut owner = Owner::waiting(OwnerCheck::Ok, "");
     owner.paused = cluster_paused(&cluster) || annotated_paused(&tc.metadata);
@@ -150,12 +150,12 @@ pub async fn cluster_owner(client: &kube::Client, tc: &TerraformCluster) -> kube
         owner.message = message;
     }
     owner.cluster = Some(cluster);
-    Ok(owner)
+    owner
 }
 
 /// The owner lookup of a TerraformMachine: its Machine (which must name it back), then the
 /// Cluster by the Machine's cluster name, then the TerraformCluster the Cluster names.
-pub async fn machine_owner(client: &kube::Client, tm: &TerraformMachine) -> kube::Result<Owner> {
+pub fn machine_owner(caches: &Caches, tm: &TerraformMachine) -> Owner {
     let ns = tm.metadata.namespace.clone().unwrap_or_default();
     let refs = tm.metadata.owner_references.clone().unwrap_or_default();
     let Some(oref) = owner_ref(&refs, "Machine") else {
@@ -164,17 +164,28 @@ pub async fn machine_owner(client: &kube::Client, tm: &TerraformMachine) -> kube
         } else {
             reasons::WAITING_FOR_OWNER_MACHINE
         };
-        return Ok(Owner::waiting(
+        return Owner::waiting(
             OwnerCheck::NotYet { reason },
             "Waiting for a Machine to own this TerraformMachine",
-        ));
+        );
     };
-    let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);
-    let Some(machine) = get_opt(&machines, &oref.name).await? else {
-        return Ok(Owner::waiting(
+    let Some(machine) = cached(&caches.machines, &ns, &oref.name) else {
+        let mut owner = Owner::waiting(
             OwnerCheck::Gone,
             format!("The owning Machine {} no longer exists", oref.name),
-        ));
+        );
+        // An orphaned machine's destroy keeps its cluster's defaults (spec.defaults.jobs).
+        owner.terraform_cluster = tm
+            .labels()
+            .get(labels::CLUSTER_NAME)
+            .and_then(|cluster| {
+                caches.terraform_clusters.find(|tc| {
+                    tc.metadata.namespace.as_deref() == Some(ns.as_str())
+                        && crate::caches::tc_cluster_name(tc).as_ref() == Some(cluster)
+                })
+            })
+            .map(|tc| tc.as_ref().clone());
+        return owner;
     };
     let mut owner = Owner::waiting(OwnerCheck::Ok, "");
     if let Some(message) = mismatch(
@@ -189,8 +200,7 @@ pub async fn machine_owner(client: &kube::Client, tm: &TerraformMachine) -> kube
         owner.check = OwnerCheck::Mismatch;
         owner.message = message;
     }
-    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &ns);
-    let cluster = get_opt(&clusters, &machine.spec.cluster_name).await?;
+    let cluster = cached(&caches.clusters, &ns, &machine.spec.cluster_name);
     owner.paused = annotated_paused(&tm.metadata)
         || annotated_paused(&machine.metadata)
         || cluster.as_ref().is_some_and(cluster_paused);
@@ -218,15 +228,24 @@ pub async fn machine_owner(client: &kube::Client, tm: &TerraformMachine) -> kube
                         machine.spec.cluster_name, infra.kind
                     );
                 } else {
-                    let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
-                    owner.terraform_cluster = get_opt(&tcs, &infra.name).await?;
+                    owner.terraform_cluster = cached(&caches.terraform_clusters, &ns, &infra.name);
                 }
             }
         }
     }
     owner.cluster = cluster;
     owner.machine = Some(machine);
-    Ok(owner)
+    owner
+}
+
+/// A copy of the cached object `ns`/`name`.
+fn cached<K>(store: &kube::runtime::reflector::Store<K>, ns: &str, name: &str) -> Option<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone,
+{
+    store
+        .get(&kube::runtime::reflector::ObjectRef::new(name).within(ns))
+        .map(|o| o.as_ref().clone())
 }
 
 /// Why inputs could not be built: a `DependenciesReady` reason (or `InputsTooLarge`), its
@@ -379,13 +398,13 @@ pub fn endpoint(e: Option<&api::shared::ApiEndpoint>) -> Option<ApiEndpointSourc
     })
 }
 
-/// Builds and renders a TerraformCluster's inputs. `durable_tfvars` is the durable inputs
-/// Secret's `terraform.tfvars.json`, for the `control_plane_initialized` latch.
+/// Builds and renders a TerraformCluster's inputs. `durable_initialized` is the
+/// `control_plane_initialized` the durable inputs Secret rendered, for the latch.
 pub async fn cluster_inputs(
     client: &kube::Client,
     tc: &TerraformCluster,
     cluster: &Cluster,
-    durable_tfvars: Option<&[u8]>,
+    durable_initialized: Option<bool>,
 ) -> kube::Result<Result<RenderedInputs, NotBuilt>> {
     let ns = tc.metadata.namespace.clone().unwrap_or_default();
     let variables =
@@ -397,8 +416,7 @@ pub async fn cluster_inputs(
     let init = cluster
         .status
         .as_ref()
-        .and_then(|s| s.initialization.as_ref())
-        .and_then(|i| i.control_plane_initialized);
+        .and_then(api::capi::ClusterStatus::control_plane_initialized);
     let network = cluster
         .spec
         .cluster_network
@@ -425,8 +443,7 @@ pub async fn cluster_inputs(
             .and_then(|a| a.get(annotations::ENDPOINT_SOURCE))
             .cloned(),
         control_plane_initialized: init,
-        durable_control_plane_initialized: durable_tfvars
-            .and_then(contract::inputs::durable_control_plane_initialized),
+        durable_control_plane_initialized: durable_initialized,
         cluster_network: network,
     };
     Ok(render_cluster(&source, &variables, &tc.spec.workspace.source.image).map_err(from_render))

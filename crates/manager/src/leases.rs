@@ -4,6 +4,7 @@
 //! the name of the Job that took it, and given back when that Job is bookkept.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use api::constants::{annotations, labels, lease_kinds};
 use k8s_openapi::api::batch::v1::Job;
@@ -15,9 +16,46 @@ use kube::api::{ListParams, PostParams};
 
 use crate::kubeutil::{get_opt, is_conflict};
 
+/// How long a lease is held from its acquire time before its Job exists: the Job is created
+/// right after the leases are taken, and a cluster that waits for its machines' operations
+/// renews its leases at every recheck (every 30 s) until its Job starts.
+pub const GRACE: Duration = Duration::from_secs(90);
+
 /// Whether a Job is still running (no Complete or Failed condition).
 pub fn job_active(job: &Job) -> bool {
     crate::bookkeeping::finished_condition(job).is_none()
+}
+
+/// Whether `lease` is held: by a Job that is still running, or by a Job not created yet whose
+/// lease was acquired less than [`GRACE`] ago.
+pub fn held(lease: &Lease, holder_job: Option<&Job>, now: Timestamp) -> bool {
+    let Some(spec) = lease.spec.as_ref() else {
+        return false;
+    };
+    if spec.holder_identity.as_deref().is_none_or(str::is_empty) {
+        return false;
+    }
+    match holder_job {
+        Some(job) => job_active(job),
+        // A negative age (a clock ahead of ours) counts as just taken.
+        None => spec
+            .acquire_time
+            .as_ref()
+            .is_some_and(|t| now.duration_since(t.0).as_secs() < GRACE.as_secs() as i64),
+    }
+}
+
+async fn holder_held(jobs: &Api<Job>, lease: &Lease) -> kube::Result<bool> {
+    let holder = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default();
+    if holder.is_empty() {
+        return Ok(false);
+    }
+    let job = get_opt(jobs, &holder).await?;
+    Ok(held(lease, job.as_ref(), Timestamp::now()))
 }
 
 /// What taking a lease found.
@@ -95,13 +133,8 @@ pub async fn take(
                     .as_ref()
                     .and_then(|s| s.holder_identity.clone())
                     .unwrap_or_default();
-                if holder == job {
-                    return Ok(Take::Taken);
-                }
-                if !holder.is_empty()
-                    && let Some(j) = get_opt(&jobs, &holder).await?
-                    && job_active(&j)
-                {
+                // Held by this very Job (a pass that waits renews it) or free to take.
+                if holder != job && holder_held(&jobs, &lease).await? {
                     return Ok(Take::HeldBy(holder));
                 }
                 lease.spec = Some(spec.clone());
@@ -155,21 +188,16 @@ pub async fn live_holder(
     let Some(lease) = get_opt(&api, name).await? else {
         return Ok(None);
     };
-    let Some(holder) = lease
-        .spec
-        .and_then(|s| s.holder_identity)
-        .filter(|h| !h.is_empty())
-    else {
-        return Ok(None);
-    };
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    Ok(match get_opt(&jobs, &holder).await? {
-        Some(j) if job_active(&j) => Some(holder),
-        _ => None,
-    })
+    if !holder_held(&jobs, &lease).await? {
+        return Ok(None);
+    }
+    Ok(lease.spec.and_then(|s| s.holder_identity))
 }
 
-/// How many apply, destroy or restore Jobs of the cluster's machines and pools are running.
+/// How many apply, destroy or restore operations of the cluster's machines and pools are under
+/// way: their Jobs running, or their run leases taken for one of those operations and still
+/// [`held`] while the Job is being created.
 pub async fn machines_operating(
     client: &kube::Client,
     ns: &str,
@@ -181,19 +209,44 @@ pub async fn machines_operating(
         labels::CLUSTER_NAME,
         labels::MANAGED
     ));
-    let mut n = 0u32;
-    for j in jobs.list(&lp).await? {
-        let l = j.metadata.labels.clone().unwrap_or_default();
-        let kind = l.get(labels::OWNER_KIND).map(String::as_str);
-        let op = l.get(labels::OP).map(String::as_str);
-        if kind != Some("TerraformCluster")
-            && matches!(op, Some("apply" | "destroy" | "restore"))
-            && job_active(&j)
+    let gated = |kind: Option<&String>, op: Option<&String>| {
+        kind.is_some_and(|k| k != "TerraformCluster")
+            && matches!(
+                op.map(String::as_str),
+                Some("apply" | "destroy" | "restore")
+            )
+    };
+    let listed = jobs.list(&lp).await?.items;
+    let mut operating: std::collections::BTreeSet<String> = listed
+        .iter()
+        .filter(|j| {
+            let l = j.metadata.labels.clone().unwrap_or_default();
+            gated(l.get(labels::OWNER_KIND), l.get(labels::OP)) && job_active(j)
+        })
+        .filter_map(|j| j.metadata.name.clone())
+        .collect();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let now = Timestamp::now();
+    for lease in leases.list(&lp).await? {
+        let l = lease.metadata.labels.clone().unwrap_or_default();
+        let a = lease.metadata.annotations.clone().unwrap_or_default();
+        if l.get(labels::LEASE).map(String::as_str) != Some(RUN_LEASE)
+            || !gated(l.get(labels::OWNER_KIND), a.get(annotations::LEASE_OP))
         {
-            n += 1;
+            continue;
+        }
+        let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
+        let Some(holder) = holder.filter(|h| !h.is_empty()) else {
+            continue;
+        };
+        let job = listed
+            .iter()
+            .find(|j| j.metadata.name.as_deref() == Some(holder.as_str()));
+        if held(&lease, job, now) {
+            operating.insert(holder);
         }
     }
-    Ok(n)
+    Ok(operating.len() as u32)
 }
 
 /// The lease kinds, re-exported for callers.

@@ -1,16 +1,21 @@
 //! The CAPTF manager library: the reconcile core shared by TerraformCluster and TerraformMachine
 //! (spec: The Reconcile Lifecycle), its controllers, and the pieces each step of a pass uses.
 //!
-//! A pass observes ([`inputs`], [`identity`], [`runner_rbac`], [`state`]), keeps the books of
-//! finished Jobs ([`bookkeeping`]), decides ([`decide`]), acts ([`job`], [`leases`]) and writes
-//! the status once ([`patch`], [`conditions`], [`events`]); [`reconcile`] holds the pass in order.
+//! A pass ([`reconcile`]) has four steps: [`observe`] (with [`bookkeeping`], [`inputs`],
+//! [`identity`], [`runner_rbac`], [`state`], [`durable`], [`outputs`]) reads everything from
+//! the [`caches`] into one observation; [`decide`] chooses, pure and clock-free; [`act`] carries
+//! the decision out ([`job`], [`leases`]); [`report`] builds the whole status and writes it once
+//! ([`patch`], [`conditions`], [`events`]). What differs between the kinds is [`workload`]'s.
 
+pub mod act;
 pub mod bookkeeping;
+pub mod caches;
 pub mod conditions;
 pub mod context;
 pub mod controller;
 pub mod decide;
 pub mod diagnostics;
+pub mod durable;
 pub mod events;
 pub mod history;
 pub mod identity;
@@ -21,11 +26,14 @@ pub mod kubeutil;
 pub mod leader;
 pub mod leases;
 pub mod metrics;
+pub mod observe;
 pub mod outputs;
 pub mod patch;
 pub mod reconcile;
+pub mod report;
 pub mod runner_rbac;
 pub mod state;
 pub mod sweep;
+pub mod workload;
 
 pub use context::{Context, Settings};

@@ -21,15 +21,17 @@ use crate::context::{Context, StatusDraft, Target};
 use crate::decide::HealthReading;
 use crate::events::Outbox;
 use crate::inputs::Owner;
-use crate::reconcile::Error;
 
 /// What the outputs told the pass about health.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
     /// The health reading.
     pub reading: HealthReading,
     /// Whether the outputs are valid with a definite health reading (no post-apply refresh).
     pub definite: bool,
+    /// The write-once spec fields (and annotations) to patch onto the object, if any: the
+    /// cluster's endpoint, the machine's providerID.
+    pub spec_patch: Option<serde_json::Value>,
 }
 
 fn set_verdict(conds: &mut Conditions, verdict: &OutputsVerdict, ctx: &Context, kind: &str) {
@@ -66,9 +68,10 @@ fn set_health(conds: &mut Conditions, h: &HealthCondition) {
     );
 }
 
-/// Applies the outputs of a read state to the object's status (and, once, its spec).
+/// Applies the outputs of a read state to the object's status; what it would write to the spec
+/// (once) comes back in [`Applied::spec_patch`].
 #[allow(clippy::too_many_arguments)]
-pub async fn apply(
+pub fn apply(
     ctx: &Context,
     target: &Target,
     owner: &Owner,
@@ -78,42 +81,35 @@ pub async fn apply(
     draft: &mut StatusDraft,
     conds: &mut Conditions,
     outbox: &mut Outbox,
-) -> Result<Applied, Error> {
+) -> Applied {
     match target {
-        Target::Cluster(tc) => {
-            cluster(
-                ctx,
-                target,
-                tc,
-                owner.cluster.as_ref(),
-                summary,
-                durable_tfvars,
-                applied,
-                draft,
-                conds,
-                outbox,
-            )
-            .await
-        }
-        Target::Machine(tm) => {
-            machine(
-                ctx,
-                target,
-                tm,
-                summary,
-                durable_tfvars,
-                applied,
-                draft,
-                conds,
-                outbox,
-            )
-            .await
-        }
+        Target::Cluster(tc) => cluster(
+            ctx,
+            target,
+            tc,
+            owner.cluster.as_ref(),
+            summary,
+            durable_tfvars,
+            applied,
+            draft,
+            conds,
+            outbox,
+        ),
+        Target::Machine(tm) => machine(
+            ctx,
+            tm,
+            summary,
+            durable_tfvars,
+            applied,
+            draft,
+            conds,
+            outbox,
+        ),
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn cluster(
+fn cluster(
     ctx: &Context,
     target: &Target,
     tc: &TerraformCluster,
@@ -124,7 +120,7 @@ async fn cluster(
     draft: &mut StatusDraft,
     conds: &mut Conditions,
     outbox: &mut Outbox,
-) -> Result<Applied, Error> {
+) -> Applied {
     let decoded = decode_cluster_outputs(&summary.outputs);
     set_verdict(conds, &decoded.verdict, ctx, "TerraformCluster");
     let out = &decoded.outputs;
@@ -145,6 +141,7 @@ async fn cluster(
         .get("control_plane_endpoint")
         .is_none_or(Value::is_null);
     let mut module_endpoint_valid = false;
+    let mut spec_patch = None;
     if let Some(ep) = &out.control_plane_endpoint {
         module_endpoint_valid = true;
         if applied && !spec_has_host && rendered_null {
@@ -158,7 +155,7 @@ async fn cluster(
                 patch["metadata"] =
                     serde_json::json!({"annotations": {annotations::ENDPOINT_SOURCE: "module"}});
             }
-            target.merge_patch(&ctx.client, &patch, false).await?;
+            spec_patch = Some(patch);
             outbox.normal(
                 events::CONTROL_PLANE_ENDPOINT_SET,
                 format!(
@@ -228,18 +225,39 @@ async fn cluster(
             );
         }
     }
-    Ok(Applied {
+    Applied {
         reading: reading_of(health_state),
         definite: decoded.verdict.is_valid()
             && health_state
                 .is_some_and(|s| !matches!(s, HealthState::Pending | HealthState::Unknown)),
-    })
+        spec_patch,
+    }
+}
+
+/// Whether a machine's apply latches `provisioned` (Machine Role "Provisioned"): applied, valid
+/// outputs, a provider ID, and a health reading that is not pending. As for the cluster, invalid
+/// outputs never latch.
+pub fn machine_latches(
+    applied: bool,
+    outputs_valid: bool,
+    provider_id: Option<&str>,
+    health: Option<HealthState>,
+) -> bool {
+    applied
+        && outputs_valid
+        && provider_id.is_some()
+        && health.is_some_and(|s| s != HealthState::Pending)
+}
+
+/// Whether a machine's module providerID is written to `spec.providerID` (once): applied, valid
+/// outputs, and none written yet.
+pub fn writes_provider_id(applied: bool, outputs_valid: bool, written: Option<&str>) -> bool {
+    applied && outputs_valid && written.is_none_or(str::is_empty)
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn machine(
+fn machine(
     ctx: &Context,
-    target: &Target,
     tm: &TerraformMachine,
     summary: &StateSummary,
     durable_tfvars: &Value,
@@ -247,7 +265,7 @@ async fn machine(
     draft: &mut StatusDraft,
     conds: &mut Conditions,
     outbox: &mut Outbox,
-) -> Result<Applied, Error> {
+) -> Applied {
     let requested = durable_tfvars.get("failure_domain").and_then(Value::as_str);
     let mut decoded = decode_machine_outputs(&summary.outputs, requested);
     let written = tm.spec.provider_id.as_deref();
@@ -258,19 +276,17 @@ async fn machine(
     let out = &decoded.outputs;
     let health_state = out.health.as_ref().map(|h| h.state);
     let was_provisioned = draft.provisioned();
-    let now_provisioned = applied
-        && out.provider_id.is_some()
-        && health_state.is_some_and(|s| s != HealthState::Pending);
+    let valid = decoded.verdict.is_valid();
+    let now_provisioned = machine_latches(applied, valid, out.provider_id.as_deref(), health_state);
     latch(draft, now_provisioned, outbox, "TerraformMachine");
     let provisioned = draft.provisioned();
 
-    // providerID, written once.
+    // providerID, written once, from valid outputs only.
+    let mut spec_patch = None;
     if let Some(id) = &out.provider_id
-        && written.is_none_or(str::is_empty)
-        && applied
+        && writes_provider_id(applied, valid, written)
     {
-        let patch = serde_json::json!({"spec": {"providerID": id}});
-        target.merge_patch(&ctx.client, &patch, false).await?;
+        spec_patch = Some(serde_json::json!({"spec": {"providerID": id}}));
         outbox.normal(
             events::PROVIDER_ID_SET,
             format!("spec.providerID set to {id}"),
@@ -302,12 +318,13 @@ async fn machine(
     {
         set_health(conds, &h.condition());
     }
-    Ok(Applied {
+    Applied {
         reading: reading_of(health_state),
         definite: decoded.verdict.is_valid()
             && health_state
                 .is_some_and(|s| !matches!(s, HealthState::Pending | HealthState::Unknown)),
-    })
+        spec_patch,
+    }
 }
 
 /// A health reading as `decide` sees it.
@@ -316,5 +333,32 @@ fn reading_of(state: Option<HealthState>) -> HealthReading {
         None | Some(HealthState::Unknown) => HealthReading::Unknown,
         Some(HealthState::Pending) => HealthReading::Pending,
         Some(_) => HealthReading::Definite,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A TerraformMachine with invalid outputs (a `FailureDomainMismatch`, say) latches nothing
+    /// and writes no `spec.providerID`, as the cluster already did not.
+    #[test]
+    fn a_machine_with_invalid_outputs_neither_latches_nor_writes_its_provider_id() {
+        let running = Some(HealthState::Running);
+        assert!(machine_latches(true, true, Some("noop://m"), running));
+        assert!(!machine_latches(true, false, Some("noop://m"), running));
+        assert!(!machine_latches(true, true, None, running));
+        assert!(!machine_latches(
+            true,
+            true,
+            Some("noop://m"),
+            Some(HealthState::Pending)
+        ));
+        assert!(!machine_latches(false, true, Some("noop://m"), running));
+        assert!(writes_provider_id(true, true, None));
+        assert!(writes_provider_id(true, true, Some("")));
+        assert!(!writes_provider_id(true, false, None));
+        assert!(!writes_provider_id(true, true, Some("noop://m")));
+        assert!(!writes_provider_id(false, true, None));
     }
 }

@@ -13,7 +13,9 @@ use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::PostParams;
+use kube::runtime::reflector::ObjectRef;
 
+use crate::caches::Caches;
 use crate::conditions::Conditions;
 use crate::decide::GateBlock;
 use crate::kubeutil::{delete_opt, get_opt, is_conflict};
@@ -25,21 +27,19 @@ pub const RUNNER: &str = "captf-runner";
 /// `None` when ready, else the gate that keeps Jobs from starting.
 pub async fn ensure(
     client: &kube::Client,
+    caches: &Caches,
     ns: &str,
     service_account: &str,
     conds: &mut Conditions,
 ) -> kube::Result<Option<GateBlock>> {
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
     let custom = service_account != RUNNER;
-    match get_opt(&sas, service_account).await? {
+    let cached = caches
+        .service_accounts
+        .get(&ObjectRef::new(service_account).within(ns));
+    match cached {
         Some(sa) if custom => {
-            let opted_in = sa
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(labels::RUNNER))
-                .is_some_and(|v| v == "true");
-            if !opted_in {
+            if !labelled(&sa.metadata, labels::RUNNER) {
                 return Ok(Some(not_opted_in(
                     conds,
                     &format!(
@@ -73,7 +73,16 @@ pub async fn ensure(
             }
         }
     }
-    match ensure_binding(client, ns, service_account).await? {
+    let bound = caches
+        .role_bindings
+        .get(&ObjectRef::new(RUNNER).within(ns))
+        .is_some_and(|b| binding_ready(&b, ns, service_account));
+    let binding = if bound {
+        Ok(())
+    } else {
+        ensure_binding(client, ns, service_account).await?
+    };
+    match binding {
         Ok(()) => {
             conds.set(
                 ctype::RUNNER_RBAC_READY,
@@ -132,6 +141,23 @@ fn subject(ns: &str, sa: &str) -> Subject {
     }
 }
 
+/// Whether `meta` carries `label=true`.
+fn labelled(meta: &ObjectMeta, label: &str) -> bool {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(label))
+        .is_some_and(|v| v == "true")
+}
+
+/// Whether `binding` is CAPTF's, binds the runner ClusterRole and lists `sa` of `ns`.
+fn binding_ready(binding: &RoleBinding, ns: &str, sa: &str) -> bool {
+    labelled(&binding.metadata, labels::MANAGED)
+        && binding.role_ref == role_ref()
+        && binding.subjects.iter().flatten().any(|s| {
+            s.kind == "ServiceAccount" && s.name == sa && s.namespace.as_deref() == Some(ns)
+        })
+}
+
 /// The RoleBinding with `sa` among its subjects; `Ok(Err(_))` when an unmanaged binding of the
 /// same name is in the way.
 async fn ensure_binding(
@@ -162,13 +188,7 @@ async fn ensure_binding(
             }
         }
         Some(mut binding) => {
-            let is_managed = binding
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(labels::MANAGED))
-                .is_some_and(|v| v == "true");
-            if !is_managed {
+            if !labelled(&binding.metadata, labels::MANAGED) {
                 return Ok(Err(format!(
                     "RoleBinding {RUNNER} exists and is not managed by CAPTF (no {}=true label)",
                     labels::MANAGED

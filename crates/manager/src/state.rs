@@ -4,16 +4,20 @@
 //! a stale lock, and removing state once a destroy succeeded.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::SystemTime;
 
 use api::constants::{annotations, labels};
-use contract::names::{state_lock_lease_name, state_secret_name};
+use contract::names::{ObjectKind, owner_name_label, state_lock_lease_name, state_secret_name};
 use contract::state::{StateError, StateSecret, StateSet, StateSummary, read_state};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 
+use crate::caches::Caches;
 use crate::kubeutil::{delete_opt, get_opt, is_not_found};
 
 /// What reading an object's state found.
@@ -36,6 +40,67 @@ pub async fn list_state_secrets(
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let lp = ListParams::default().labels(&format!("{}={suffix}", labels::TFSTATE_SECRET_SUFFIX));
     Ok(api.list(&lp).await?.items)
+}
+
+/// The object's state as a pass reads it: what the state reader made of the state Secrets, and
+/// when the base Secret was created (after a `clusterctl move` the drift clock starts there).
+#[derive(Debug, Clone)]
+pub struct StateView {
+    /// The reading.
+    pub reading: StateReading,
+    /// When the base state Secret was created.
+    pub base_created: Option<SystemTime>,
+}
+
+/// The version of a set of Secrets: their names and resourceVersions, sorted.
+fn version_of<'a>(metas: impl Iterator<Item = &'a ObjectMeta>) -> String {
+    let mut parts: Vec<String> = metas
+        .map(|m| {
+            format!(
+                "{}@{}",
+                m.name.as_deref().unwrap_or_default(),
+                m.resource_version.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    parts.sort();
+    parts.join(",")
+}
+
+/// Reads the state of the object with `uid` and state suffix `suffix`: from what was decoded
+/// before while the cached state Secrets keep their resourceVersions, else listed and decoded
+/// again (the decoded summary is kept, not the Secrets' data).
+pub async fn observe(
+    client: &kube::Client,
+    caches: &Caches,
+    ns: &str,
+    suffix: &str,
+    uid: &str,
+) -> kube::Result<Arc<StateView>> {
+    let key = format!("{uid}/state");
+    let cached = caches.secrets_labelled(ns, labels::TFSTATE_SECRET_SUFFIX, suffix);
+    if let Some(view) = caches
+        .decoded
+        .get::<StateView>(&key, &version_of(cached.iter().map(|s| &s.metadata)))
+    {
+        return Ok(view);
+    }
+    let secrets = list_state_secrets(client, ns, suffix).await?;
+    let base = state_secret_name(suffix);
+    let view = Arc::new(StateView {
+        reading: read(suffix, &secrets),
+        base_created: secrets
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(base.as_str()))
+            .and_then(|s| s.metadata.creation_timestamp.as_ref())
+            .map(|t| SystemTime::from(t.0)),
+    });
+    caches.decoded.put(
+        &key,
+        &version_of(secrets.iter().map(|s| &s.metadata)),
+        view.clone(),
+    );
+    Ok(view)
 }
 
 /// Reads the object's live state.
@@ -123,13 +188,25 @@ pub enum LockCheck {
     },
 }
 
-/// Reads the lock Lease and decides whether it is free, stale or held. `job_prefix` is the
-/// prefix every runner pod of the object carries (`captf-<kindshort>-<name>-`).
+/// Whether labels name the object `kind`/`name` as their owner (the owner labels every runner
+/// Job and pod of the object carries). Names are not matched: a Job name hashes the object's
+/// name when it would be too long, for some operations and not others.
+pub fn owned_by(labels: Option<&BTreeMap<String, String>>, kind: ObjectKind, name: &str) -> bool {
+    labels.is_some_and(|l| {
+        l.get(labels::OWNER_KIND).map(String::as_str) == Some(kind.kind())
+            && l.get(labels::OWNER_NAME) == Some(&owner_name_label(name))
+    })
+}
+
+/// Reads the lock Lease and decides whether it is free, stale or held. A lock is stale when its
+/// holder (`Who` is `user@pod`) is one of the object's own runner pods, by the owner labels of
+/// the pod (or, once the pod is gone, of its Job), that is gone or finished.
 pub async fn check_lock(
     client: &kube::Client,
     ns: &str,
     suffix: &str,
-    job_prefix: &str,
+    kind: ObjectKind,
+    name: &str,
 ) -> kube::Result<LockCheck> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     let Some(lease) = get_opt(&leases, &state_lock_lease_name(suffix)).await? else {
@@ -162,16 +239,25 @@ pub async fn check_lock(
     let Some((_, pod_name)) = who.rsplit_once('@') else {
         return Ok(LockCheck::Held { who });
     };
-    if !pod_name.starts_with(job_prefix) {
-        return Ok(LockCheck::Held { who });
-    }
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let stale = match get_opt(&pods, pod_name).await? {
-        None => true,
-        Some(pod) => matches!(
-            pod.status.and_then(|s| s.phase).as_deref(),
-            Some("Succeeded" | "Failed")
-        ),
+        Some(pod) => {
+            owned_by(pod.metadata.labels.as_ref(), kind, name)
+                && matches!(
+                    pod.status.and_then(|s| s.phase).as_deref(),
+                    Some("Succeeded" | "Failed")
+                )
+        }
+        // A Job's pod is named `<job>-<suffix>`: the pod is gone, its Job tells whose it was.
+        None => match pod_name.rsplit_once('-') {
+            Some((job, _)) => {
+                let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+                get_opt(&jobs, job)
+                    .await?
+                    .is_some_and(|j| owned_by(j.metadata.labels.as_ref(), kind, name))
+            }
+            None => false,
+        },
     };
     Ok(if stale {
         LockCheck::Stale { id }
@@ -192,4 +278,43 @@ pub async fn remove(client: &kube::Client, ns: &str, suffix: &str) -> kube::Resu
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     delete_opt(&leases, &state_lock_lease_name(suffix)).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use contract::names::{JobNameParts, Operation, job_name};
+
+    /// Stale-lock ownership is by the owner labels, not a name prefix: with a 32-character name a
+    /// cluster's apply Job keeps the name while its refresh Job hashes it, so no prefix taken
+    /// from one operation's name matches the other's pods.
+    #[test]
+    fn stale_lock_ownership_goes_by_the_owner_labels() {
+        let name = "a-cluster-name-of-32-characters!".replace('!', "x");
+        assert_eq!(name.len(), 32);
+        let job = |operation| {
+            job_name(&JobNameParts {
+                kind: ObjectKind::Cluster,
+                name: &name,
+                operation,
+                attempt: 1,
+                inputs_hash: "",
+                tick: None,
+            })
+        };
+        let apply = job(Operation::Apply);
+        let refresh = job(Operation::Refresh);
+        assert!(
+            apply.contains(&name) && !refresh.contains(&name),
+            "{apply} {refresh}"
+        );
+        let labels = BTreeMap::from([
+            (labels::OWNER_KIND.to_owned(), "TerraformCluster".to_owned()),
+            (labels::OWNER_NAME.to_owned(), owner_name_label(&name)),
+        ]);
+        assert!(owned_by(Some(&labels), ObjectKind::Cluster, &name));
+        assert!(!owned_by(Some(&labels), ObjectKind::Machine, &name));
+        assert!(!owned_by(Some(&labels), ObjectKind::Cluster, "another"));
+        assert!(!owned_by(None, ObjectKind::Cluster, &name));
+    }
 }

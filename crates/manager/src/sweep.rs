@@ -2,9 +2,9 @@
 //! "Deletion order"): in a namespace with no TerraformCluster, TerraformMachine or
 //! TerraformMachinePool left, the runner ServiceAccount, its RoleBinding and the run and cluster
 //! leases CAPTF created there (`captf.io/managed=true`) are deleted: right after the last object's
-//! finalizer is removed, and by the periodic sweep once they are at least a minute old. It runs after an object's
-//! finalizer is removed, at start and every `--sync-period`, with uncached reads that ignore
-//! `--watch-filter`.
+//! finalizer is removed or the last object is seen leaving (also when `clusterctl move` removed
+//! the finalizer and deleted it), and by the periodic sweep at start and every `--sync-period`
+//! once they are at least a minute old. Its reads are uncached and ignore `--watch-filter`.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -14,6 +14,7 @@ use api::cluster::TerraformCluster;
 use api::constants::labels;
 use api::machine::TerraformMachine;
 use api::machinepool::TerraformMachinePool;
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::RoleBinding;
@@ -154,11 +155,13 @@ pub async fn sweep(client: &kube::Client, namespace: Option<&str>) -> kube::Resu
     Ok(deleted)
 }
 
-/// Sweeps at start and every `period` until `stop` resolves.
+/// Sweeps at start and every `period`, and a namespace as soon as a Terraform* object leaves it
+/// (when it was the last, its runner RBAC and leases go at once), until `stop` resolves.
 pub async fn run(
     client: kube::Client,
     namespace: Option<String>,
     period: Duration,
+    departures: impl futures::Stream<Item = String> + Send,
     stop: impl Future<Output = ()> + Send,
 ) {
     let periodic = async {
@@ -169,8 +172,17 @@ pub async fn run(
             tokio::time::sleep(period).await;
         }
     };
+    let on_departure = departures.for_each(|ns| {
+        let client = client.clone();
+        async move {
+            if let Err(e) = sweep_namespace(&client, &ns, None, Duration::ZERO).await {
+                warn!(namespace = %ns, error = %e, "orphan sweep after an object left");
+            }
+        }
+    });
     tokio::select! {
         () = periodic => {}
+        () = on_departure => {}
         () = stop => {}
     }
 }

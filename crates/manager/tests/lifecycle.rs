@@ -490,3 +490,140 @@ async fn a_moved_cluster_and_machine_rebuild_their_status_and_run_nothing() {
         );
     }
 }
+
+/// Cluster API v1.14 without a control-plane provider sets only the Cluster's
+/// `ControlPlaneInitialized` condition: it feeds `control_plane_initialized` as the
+/// `status.initialization` field does (issue 13, finding 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_plane_initialized_is_read_from_the_cluster_condition_too() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("cpinit").await.unwrap();
+    identity(&client, "id-cpinit", &[ns.as_str()], "planted-cpinit-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-cpinit");
+    cluster(&client, &ns, "cpi", "id-cpinit", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "cpi", "True", LONG).await;
+    capi_cluster_provisioned(&client, &ns, "cpi").await;
+    capi_control_plane_initialized_condition(&client, &ns, "cpi").await;
+    let durable = contract::names::durable_inputs_secret_name(ObjectKind::Cluster, "cpi");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    eventually(LONG, "control_plane_initialized rendered true", || async {
+        let s = secrets.get(&durable).await.ok()?;
+        let tfvars = s.data?.get(contract::render::TFVARS_JSON)?.0.clone();
+        let v: serde_json::Value = serde_json::from_slice(&tfvars).ok()?;
+        (v["control_plane_initialized"] == true).then_some(())
+    })
+    .await;
+    eventually(LONG, "the cluster's re-apply", || async {
+        let jobs = jobs_of(&client, &ns, "cpi").await;
+        (op_jobs(&jobs, "apply").len() == 2).then_some(())
+    })
+    .await;
+}
+
+/// After a `clusterctl move` an identity can arrive before its credentials Secret: once the
+/// Secret is created, the identity reports `Ready=True` at once (its source Secret is watched),
+/// and the objects using it recover without waiting for a recheck (issue 13, finding 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_recovers_as_soon_as_its_secret_arrives() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("late-secret").await.unwrap();
+    let creds_ns = env.namespace("late-secret-creds").await.unwrap();
+    create(
+        &client,
+        "",
+        json!({"apiVersion": TC, "kind": "TerraformClusterIdentity",
+               "metadata": {"name": "id-late"},
+               "spec": {"secretRef": {"name": "late", "namespace": creds_ns},
+                        "allowedNamespaces": {"list": [ns]}}}),
+    )
+    .await;
+    let manager_client = manager_client(env, &client).await;
+    let _mgr = start_manager(&manager_client, &ns, &images, "manager-late-secret");
+    cluster(&client, &ns, "late", "id-late", &images.cluster).await;
+    eventually(LONG, "IdentityAllowed=False/SecretNotFound", || async {
+        let o = get_json(&client, &ns, TC, "TerraformCluster", "late").await;
+        (condition(&o, "IdentityAllowed")
+            == Some(("False".to_owned(), "SecretNotFound".to_owned())))
+        .then_some(())
+    })
+    .await;
+    eventually(LONG, "the identity Ready=False", || async {
+        let o = get_json(&client, "", TC, "TerraformClusterIdentity", "id-late").await;
+        (condition(&o, "Ready").map(|c| c.0) == Some("False".to_owned())).then_some(())
+    })
+    .await;
+    create(
+        &client,
+        &creds_ns,
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "late"},
+               "stringData": {"CLOUD_TOKEN": "planted-late-1"}}),
+    )
+    .await;
+    // Well within the 30 s dependency recheck and the 10 min sync period.
+    let soon = Duration::from_secs(12);
+    eventually(soon, "the identity Ready=True", || async {
+        let o = get_json(&client, "", TC, "TerraformClusterIdentity", "id-late").await;
+        (condition(&o, "Ready").map(|c| c.0) == Some("True".to_owned())).then_some(())
+    })
+    .await;
+    eventually(soon, "the cluster's IdentityAllowed=True", || async {
+        let o = get_json(&client, &ns, TC, "TerraformCluster", "late").await;
+        (condition(&o, "IdentityAllowed").map(|c| c.0) == Some("True".to_owned())).then_some(())
+    })
+    .await;
+    wait_ready(&client, &ns, "TerraformCluster", "late", "True", LONG).await;
+}
+
+/// The CAPTF objects a namespace's last Terraform* object leaves behind (the runner
+/// ServiceAccount and RoleBinding, the leases) go as soon as that object leaves, also when
+/// `clusterctl move` removed its finalizer and deleted it (issue 13, finding 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_object_moved_away_takes_the_runner_rbac_and_leases_with_it() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("move-source").await.unwrap();
+    identity(
+        &client,
+        "id-move-source",
+        &[ns.as_str()],
+        "planted-move-source",
+    )
+    .await;
+    let manager_client = manager_client(env, &client).await;
+    let _mgr = start_manager(&manager_client, &ns, &images, "manager-move-source");
+    cluster(&client, &ns, "leaving", "id-move-source", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "leaving", "True", LONG).await;
+    let managed = ListParams::default().labels("captf.io/managed=true");
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client.clone(), &ns);
+    let rbs: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(client.clone(), &ns);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let count = || async {
+        (
+            sas.list_metadata(&managed).await.unwrap().items.len(),
+            rbs.list_metadata(&managed).await.unwrap().items.len(),
+            leases.list_metadata(&managed).await.unwrap().items.len(),
+        )
+    };
+    let (s, r, l) = count().await;
+    assert!(
+        s >= 1 && r >= 1 && l >= 1,
+        "before the move: {s} SAs, {r} RoleBindings, {l} leases"
+    );
+    delete_as_clusterctl_move(&client, &ns, "TerraformCluster", "leaving").await;
+    // Well within the periodic sweep (every 10 min, for what is a minute old).
+    eventually(Duration::from_secs(15), "nothing of CAPTF left", || async {
+        (count().await == (0, 0, 0)).then_some(())
+    })
+    .await;
+}

@@ -171,7 +171,7 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
             &["terraformclusters", "terraformmachines"],
             &["get", "list", "watch", "patch"],
         ),
-        (infra, &["terraformmachinepools"], &["list"]),
+        (infra, &["terraformmachinepools"], &["list", "watch"]),
         (
             infra,
             &["terraformclusteridentities"],
@@ -206,22 +206,23 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
                 "get", "list", "watch", "create", "update", "patch", "delete",
             ],
         ),
-        (&[""], &["namespaces", "configmaps"], &["get"]),
+        (&[""], &["namespaces"], &["list", "watch"]),
+        (&[""], &["configmaps"], &["get", "list", "watch"]),
         (
             &[""],
             &["serviceaccounts"],
-            &["get", "list", "create", "delete"],
+            &["list", "watch", "create", "delete"],
         ),
         (
             &["rbac.authorization.k8s.io"],
             &["rolebindings"],
-            &["get", "list", "create", "update", "delete"],
+            &["get", "list", "watch", "create", "update", "delete"],
         ),
         (&["rbac.authorization.k8s.io"], &["clusterroles"], &["bind"]),
         (
             &["coordination.k8s.io"],
             &["leases"],
-            &["get", "list", "create", "update", "delete"],
+            &["get", "list", "watch", "create", "update", "delete"],
         ),
         (
             &["batch"],
@@ -229,7 +230,7 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
             &["get", "list", "watch", "create", "patch", "delete"],
         ),
         (&["batch"], &["jobs/finalizers"], &["update"]),
-        (&[""], &["pods"], &["get", "list"]),
+        (&[""], &["pods"], &["get", "list", "watch"]),
         (&["events.k8s.io"], &["events"], &["create", "patch"]),
         (&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
         (

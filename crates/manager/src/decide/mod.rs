@@ -28,6 +28,17 @@ pub const LEASE_RECHECK: Duration = Duration::from_secs(30);
 /// not always something a watch reports.
 pub const DEPENDENCY_RECHECK: Duration = Duration::from_secs(30);
 
+/// A fixed recheck delay with the object's jitter (up to a tenth more, from its UID), so objects
+/// waiting together do not all look again in lockstep.
+pub fn recheck(o: &Observed, delay: Duration) -> Duration {
+    schedule_jitter(&o.uid, delay)
+}
+
+/// `delay` with the jitter of the object `uid`.
+pub fn schedule_jitter(uid: &str, delay: Duration) -> Duration {
+    schedule::jittered(uid, delay)
+}
+
 /// Why an apply is due (Choosing the next operation, rules 3-7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApplyReason {
@@ -232,8 +243,9 @@ pub enum Decision {
 /// 10. the schedule, first due wins: post-apply refresh, pool convergence, pending health,
 ///     pool membership, health check, drift; else requeue at the soonest.
 ///
-/// Every Job start passes the gates, the retry backoff (failed Jobs only), the run lease and the
-/// cluster operation gate, any of which turns it into a [`Decision::Wait`].
+/// Every Job start passes the gates (the dependency gate only for an apply or plan), the retry
+/// backoff (failed Jobs only), the run lease and the cluster operation gate, any of which turns
+/// it into a [`Decision::Wait`].
 pub fn decide(observed: &Observed, config: &Config) -> Decision {
     let decision = decide_unclamped(observed, config);
     clamp(decision, longest_interval(observed, config))
@@ -412,7 +424,7 @@ fn deleting(o: &Observed, cfg: &Config) -> Decision {
     if o.kind == ObjectKind::Cluster && o.dependents > 0 {
         return Decision::Wait {
             reason: WaitReason::DependentsExist,
-            requeue_after: Some(LEASE_RECHECK),
+            requeue_after: Some(recheck(o, LEASE_RECHECK)),
         };
     }
     match &o.state {
@@ -515,7 +527,7 @@ fn apply(o: &Observed, cfg: &Config, reason: ApplyReason) -> Decision {
         };
         return Decision::Wait {
             reason: WaitReason::InputsUnavailable { reason: documented },
-            requeue_after: Some(DEPENDENCY_RECHECK),
+            requeue_after: Some(recheck(o, DEPENDENCY_RECHECK)),
         };
     };
     let tick =
@@ -543,7 +555,7 @@ fn apply(o: &Observed, cfg: &Config, reason: ApplyReason) -> Decision {
         if !approved {
             return Decision::Wait {
                 reason: WaitReason::PlanAwaitingApproval,
-                requeue_after: Some(schedule::APPROVAL_RECHECK),
+                requeue_after: Some(recheck(o, schedule::APPROVAL_RECHECK)),
             };
         }
     } else if gated {
@@ -553,7 +565,7 @@ fn apply(o: &Observed, cfg: &Config, reason: ApplyReason) -> Decision {
         {
             return Decision::Wait {
                 reason: WaitReason::DestructivePlanBlocked,
-                requeue_after: Some(schedule::APPROVAL_RECHECK),
+                requeue_after: Some(recheck(o, schedule::APPROVAL_RECHECK)),
             };
         }
     }
@@ -718,10 +730,12 @@ fn start_job(
     if let Some(gate) = o.gates.credentials {
         return wait(WaitReason::Gate(gate), None);
     }
-    if operation != Operation::Destroy
+    // A dependency gate blocks only what renders the current inputs (Job Inputs: drift and
+    // refresh fall back to the durable inputs; a destroy and a restore never need them).
+    if matches!(operation, Operation::Apply | Operation::Plan)
         && let Some(gate) = o.gates.dependencies
     {
-        return wait(WaitReason::Gate(gate), Some(DEPENDENCY_RECHECK));
+        return wait(WaitReason::Gate(gate), Some(recheck(o, DEPENDENCY_RECHECK)));
     }
     if operation != Operation::Restore
         && let Some(retry) = retry_deadline(o, cfg, operation)
@@ -738,7 +752,7 @@ fn start_job(
                 operation,
                 job: job.clone(),
             },
-            Some(LEASE_RECHECK),
+            Some(recheck(o, LEASE_RECHECK)),
         );
     }
     let gated_op = matches!(
@@ -750,7 +764,7 @@ fn start_job(
             ObjectKind::Cluster if o.leases.machines_operating > 0 => {
                 return wait(
                     WaitReason::MachineOperations { operation },
-                    Some(LEASE_RECHECK),
+                    Some(recheck(o, LEASE_RECHECK)),
                 );
             }
             ObjectKind::Machine | ObjectKind::MachinePool
@@ -758,7 +772,7 @@ fn start_job(
             {
                 return wait(
                     WaitReason::ClusterOperation { operation },
-                    Some(LEASE_RECHECK),
+                    Some(recheck(o, LEASE_RECHECK)),
                 );
             }
             _ => {}

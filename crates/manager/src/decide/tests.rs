@@ -13,6 +13,9 @@ use super::*;
 
 const NOW_SECS: u64 = 2_000_000_000;
 
+/// The UID every hand-built `Observed` carries (the jitter seed).
+const UID_OF_TESTS: &str = "0b0c4f3e-6c1d-4a55-9a77-1f0c2c1f0001";
+
 fn now() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(NOW_SECS)
 }
@@ -25,7 +28,7 @@ fn ago(secs: u64) -> SystemTime {
 fn mk_observed() -> Observed {
     Observed {
         kind: ObjectKind::Cluster,
-        uid: "0b0c4f3e-6c1d-4a55-9a77-1f0c2c1f0001".into(),
+        uid: UID_OF_TESTS.into(),
         mutable: true,
         provisioned: true,
         names_cluster: true,
@@ -534,7 +537,10 @@ fn blocked_apply_waits_for_its_destructive_approval() {
         waited(&d),
         (
             &WaitReason::DestructivePlanBlocked,
-            Some(schedule::APPROVAL_RECHECK)
+            Some(super::schedule_jitter(
+                UID_OF_TESTS,
+                schedule::APPROVAL_RECHECK
+            ))
         )
     );
     o.approvals.approved_destructive_hash = Some("h2".into());
@@ -617,7 +623,10 @@ fn manual_policy_plans_then_waits_for_approval_then_applies() {
         waited(&decide(&o, &cfg())),
         (
             &WaitReason::PlanAwaitingApproval,
-            Some(schedule::APPROVAL_RECHECK)
+            Some(super::schedule_jitter(
+                UID_OF_TESTS,
+                schedule::APPROVAL_RECHECK
+            ))
         )
     );
     o.approvals.approved_plan_hash = Some("p1:abc".into());
@@ -988,7 +997,10 @@ fn waiting_for_dependencies_or_inputs_looks_again_soon() {
         state: StateRead::None,
         ..mk_observed()
     };
-    assert_eq!(waited(&decide(&gated, &cfg())).1, Some(DEPENDENCY_RECHECK));
+    assert_eq!(
+        waited(&decide(&gated, &cfg())).1,
+        Some(super::schedule_jitter(UID_OF_TESTS, DEPENDENCY_RECHECK))
+    );
     let unbuilt = Observed {
         inputs: Inputs::Failed {
             reason: reasons::WAITING_FOR_CLUSTER_EXPORTS,
@@ -998,7 +1010,7 @@ fn waiting_for_dependencies_or_inputs_looks_again_soon() {
     };
     assert_eq!(
         waited(&decide(&unbuilt, &cfg())).1,
-        Some(DEPENDENCY_RECHECK)
+        Some(super::schedule_jitter(UID_OF_TESTS, DEPENDENCY_RECHECK))
     );
 }
 
@@ -1181,7 +1193,7 @@ fn drift_check_waits_for_the_run_lease() {
                 operation: Operation::Drift,
                 job: "captf-c-x-apply-a9-000000".into()
             },
-            Some(LEASE_RECHECK)
+            Some(super::schedule_jitter(UID_OF_TESTS, LEASE_RECHECK))
         )
     );
 }
@@ -1197,4 +1209,47 @@ fn requeue_never_exceeds_the_longest_interval_for_future_timestamps() {
         panic!("expected a requeue");
     };
     assert_eq!(after, longest_interval(&o, &cfg()));
+}
+
+/// Every fixed recheck carries the object's jitter: a lease, dependency or approval wait of one
+/// object does not look again at the same instant as another's.
+#[test]
+fn fixed_rechecks_have_jitter() {
+    let mut gated = mk_observed();
+    gated.gates.dependencies = Some(GateBlock {
+        condition: api::constants::conditions::DEPENDENCIES_READY,
+        reason: reasons::WAITING_FOR_BOOTSTRAP_DATA,
+    });
+    gated.inputs = Inputs::Built {
+        hash: "changed".into(),
+    };
+    let mut other = gated.clone();
+    other.uid = "another-uid-entirely".into();
+    let a = waited(&decide(&gated, &cfg())).1.expect("a recheck");
+    let b = waited(&decide(&other, &cfg())).1.expect("a recheck");
+    assert!(a >= DEPENDENCY_RECHECK && a <= DEPENDENCY_RECHECK + DEPENDENCY_RECHECK / 10);
+    assert!(b >= DEPENDENCY_RECHECK && b <= DEPENDENCY_RECHECK + DEPENDENCY_RECHECK / 10);
+    assert_ne!(a, b, "two objects recheck at different times");
+}
+
+/// A dependency gate blocks only an apply and a plan: a drift check (or refresh) that is due
+/// still runs, from the durable inputs, while the current inputs cannot be built.
+#[test]
+fn a_dependency_gate_blocks_only_apply_and_plan() {
+    let mut o = mk_observed();
+    o.gates.dependencies = Some(GateBlock {
+        condition: api::constants::conditions::DEPENDENCIES_READY,
+        reason: reasons::VARIABLES_SOURCE_NOT_FOUND,
+    });
+    o.inputs = Inputs::Failed {
+        reason: reasons::VARIABLES_SOURCE_NOT_FOUND,
+    };
+    o.last.apply = Some(ago(1800 + 181));
+    let d = decide(&o, &cfg());
+    let start = started(&d);
+    assert_eq!(start.operation, Operation::Drift);
+    assert_eq!(start.inputs_hash, "h1", "the state's (durable) inputs hash");
+    // An apply of changed inputs still waits for the gate.
+    o.inputs = Inputs::Built { hash: "h2".into() };
+    assert!(matches!(waited(&decide(&o, &cfg())).0, WaitReason::Gate(_)));
 }

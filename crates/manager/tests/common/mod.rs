@@ -339,6 +339,31 @@ pub async fn machine(
     control_plane: bool,
     bootstrap_value: &str,
 ) {
+    machine_with_variables(
+        client,
+        ns,
+        cluster,
+        name,
+        image,
+        control_plane,
+        bootstrap_value,
+        Value::Null,
+    )
+    .await;
+}
+
+/// [`machine`], with `spec.variables` (unless null).
+#[allow(clippy::too_many_arguments)]
+pub async fn machine_with_variables(
+    client: &Client,
+    ns: &str,
+    cluster: &str,
+    name: &str,
+    image: &str,
+    control_plane: bool,
+    bootstrap_value: &str,
+    variables: Value,
+) {
     create(
         client,
         ns,
@@ -363,6 +388,10 @@ pub async fn machine(
     )
     .await;
     let uid = m.metadata.uid.unwrap();
+    let mut spec = json!({"source": {"image": image}});
+    if !variables.is_null() {
+        spec["variables"] = variables;
+    }
     create(
         client,
         ns,
@@ -371,7 +400,7 @@ pub async fn machine(
                             "labels": {"cluster.x-k8s.io/cluster-name": cluster},
                             "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
                                                  "name": name, "uid": uid, "controller": true}]},
-               "spec": {"source": {"image": image}}}),
+               "spec": spec}),
     )
     .await;
 }
@@ -518,9 +547,21 @@ pub async fn state_document(
 /// The no-op cluster module plus extra Terraform, with `/bin/sh` and `/bin/sleep` for
 /// `local-exec`: pushed as `<repo>:v1`.
 async fn variant_image(env: &testenv::TestEnv, repo: &str, extra_tf: &str) -> String {
+    role_variant_image(env, "cluster", repo, extra_tf).await
+}
+
+/// The no-op module of `role` plus `extra_tf`, pushed as `repo:v1`.
+async fn role_variant_image(
+    env: &testenv::TestEnv,
+    role: &str,
+    repo: &str,
+    extra_tf: &str,
+) -> String {
     let host = env.registry().unwrap().host();
     let dir = tempfile::tempdir().unwrap();
-    let noop = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../modules/noop/cluster");
+    let noop = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../modules/noop")
+        .join(role);
     for f in std::fs::read_dir(&noop).unwrap() {
         let f = f.unwrap();
         std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
@@ -548,7 +589,7 @@ async fn variant_image(env: &testenv::TestEnv, repo: &str, extra_tf: &str) -> St
         .user("65532:65532")
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .label("io.captf.contract", "v1alpha1")
-        .label("io.captf.role", "cluster")
+        .label("io.captf.role", role)
         .label("io.captf.runtime", "tofu")
         .push(&host, repo, "v1")
         .await
@@ -557,6 +598,36 @@ async fn variant_image(env: &testenv::TestEnv, repo: &str, extra_tf: &str) -> St
 }
 
 static SLOW: OnceCell<String> = OnceCell::const_new();
+static SLOW_MACHINE: OnceCell<String> = OnceCell::const_new();
+
+/// A machine module that sleeps `var.sleep_seconds` during apply.
+pub async fn slow_machine_image(env: &testenv::TestEnv) -> String {
+    SLOW_MACHINE
+        .get_or_init(|| async {
+            role_variant_image(
+                env,
+                "machine",
+                "captf/slow-machine",
+                r#"
+variable "sleep_seconds" {
+  type    = number
+  default = 0
+}
+
+resource "terraform_data" "slow" {
+  count            = var.sleep_seconds > 0 ? 1 : 0
+  triggers_replace = var.sleep_seconds
+  provisioner "local-exec" {
+    command = "sleep ${var.sleep_seconds}"
+  }
+}
+"#,
+            )
+            .await
+        })
+        .await
+        .clone()
+}
 static FAILING: OnceCell<String> = OnceCell::const_new();
 
 /// A cluster module that sleeps `var.sleep_seconds` during apply.
@@ -708,4 +779,47 @@ pub fn op_jobs(jobs: &[Job], op: &str) -> Vec<Job> {
         .collect();
     v.sort_by_key(|j| j.metadata.creation_timestamp.clone());
     v
+}
+
+/// What Cluster API v1.14 sets without a control-plane provider: only the Cluster's
+/// `ControlPlaneInitialized` condition (v1beta2 `status.conditions`), not
+/// `status.initialization.controlPlaneInitialized`.
+pub async fn capi_control_plane_initialized_condition(client: &Client, ns: &str, name: &str) {
+    let clusters = dynamic(
+        client,
+        ns,
+        &json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster"}),
+    )
+    .await;
+    clusters
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{
+                "type": "ControlPlaneInitialized", "status": "True", "reason": "Initialized",
+                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+                "observedGeneration": 1}]}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Removes the finalizers of a Terraform* object and deletes it, as `clusterctl move` does with
+/// the source objects once their copies exist in the target.
+pub async fn delete_as_clusterctl_move(client: &Client, ns: &str, kind: &str, name: &str) {
+    let api_version = "infrastructure.cluster.x-k8s.io/v1alpha1";
+    let api = dynamic(
+        client,
+        ns,
+        &json!({"apiVersion": api_version, "kind": kind}),
+    )
+    .await;
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    delete(client, ns, api_version, kind, name).await;
 }

@@ -1,0 +1,740 @@
+//! The Act step of a pass (spec: The Reconcile Lifecycle "Run leases and the cluster operation
+//! gate", "The clusterctl move block", "Deletion order", "One pass, one status patch";
+//! ENGINEERING.md §4 "Act"): the decision carried out, each write idempotent so that a crash
+//! between two of them is repaired by the next pass. Starting a Job takes the run lease, crosses
+//! the cluster operation gate, checks the state lock, writes the durable inputs at an apply's
+//! start, sets the move block, then creates the Job and its per-run Secret; both names are
+//! deterministic, so a second pass finds what the first created. Writes to the object carry its
+//! resourceVersion; a conflict ends the pass and requeues it.
+
+use std::time::Duration;
+
+use api::constants::{annotations, conditions as ctype, events, reasons};
+use api::shared::ApplyPolicy;
+use api::status::ActiveJob;
+use contract::health::ConditionStatus;
+use contract::names::{
+    ObjectKind, Operation, cluster_lease_name, durable_inputs_secret_name, run_lease_name,
+};
+use contract::render::RenderedInputs;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Api;
+use kube::api::PostParams;
+use kube::runtime::controller::Action;
+use tracing::{info, warn};
+
+use crate::context::StatusDraft;
+use crate::decide::{self, Decision, StartJob, WaitReason};
+use crate::kubeutil::{delete_opt, is_conflict};
+use crate::leases::{self, Take};
+use crate::observe::Observation;
+use crate::reconcile::{Error, Pass};
+use crate::state::{self, LockCheck};
+use crate::{identity, inputs, job, report};
+
+/// What Act did.
+#[derive(Debug)]
+pub struct Acted {
+    /// The decision, as carried out (a start that met a lease or lock became a wait).
+    pub decision: Decision,
+    /// The Job started: the start and the Job's name.
+    pub started: Option<(StartJob, String)>,
+    /// When to look again.
+    pub requeue: Option<Duration>,
+    /// The pass stops after the status patch (the finalizer was just added).
+    pub stop_after_patch: bool,
+}
+
+/// Carries out `decision`.
+pub async fn act(
+    p: &mut Pass<'_>,
+    o: &mut Observation,
+    decision: Decision,
+) -> Result<Acted, Error> {
+    let mut acted = Acted {
+        decision,
+        started: None,
+        requeue: None,
+        stop_after_patch: false,
+    };
+    if let Decision::StartJob(start) = &acted.decision {
+        let start = start.clone();
+        match start_job(p, o, &start).await? {
+            Started::Yes(job) => acted.started = Some((start, job)),
+            Started::Wait(reason) => {
+                acted.decision = Decision::Wait {
+                    reason,
+                    requeue_after: Some(decide::schedule_jitter(&p.uid, decide::LEASE_RECHECK)),
+                };
+            }
+        }
+    }
+    match &acted.decision {
+        Decision::AddFinalizer => {
+            add_finalizer(p).await?;
+            acted.stop_after_patch = true;
+        }
+        Decision::DeleteStuckJob { job } => {
+            let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
+            delete_opt(&jobs, job).await?;
+            p.outbox.warning(
+                events::STUCK_JOB_DELETED,
+                format!(
+                    "Job {job} could never start (its per-run Secret is missing) and was deleted"
+                ),
+            );
+            acted.requeue = Some(Duration::from_secs(1));
+        }
+        Decision::Wait {
+            reason,
+            requeue_after,
+        } => {
+            report::wait(p, reason);
+            acted.requeue = *requeue_after;
+        }
+        Decision::Nothing { requeue_after } => acted.requeue = *requeue_after,
+        Decision::StartJob(_) | Decision::DropFinalizer => {}
+    }
+    let op = match &acted.decision {
+        Decision::StartJob(s) => s.operation.as_str(),
+        _ => "none",
+    };
+    p.ctx
+        .metrics
+        .op_decision(p.kind_name(), op, report::decision_reason(&acted.decision));
+    if let Some((start, job)) = &acted.started {
+        job_started(p, o, start, job);
+    }
+    // The clusterctl move block: cleared once no Job is active, paused or not.
+    if o.active.is_none()
+        && acted.started.is_none()
+        && p.target.annotation(annotations::BLOCK_MOVE).is_some()
+    {
+        set_block_move(p, false).await?;
+    }
+    Ok(acted)
+}
+
+/// A Job just started: `status.activeJob`, and `Provisioning` while the first apply runs.
+fn job_started(p: &mut Pass<'_>, o: &mut Observation, start: &StartJob, job: &str) {
+    p.draft.workload_mut().active_job = Some(ActiveJob {
+        name: job.to_owned(),
+        operation: start.operation,
+        attempt: start.attempt as i32,
+        start_time: Some(Time(p.now_ts)),
+    });
+    *o.active_counts.entry(start.operation.as_str()).or_default() += 1;
+    if start.operation == Operation::Apply && !p.draft.provisioned() {
+        p.conds.set(
+            ctype::INFRASTRUCTURE_HEALTHY,
+            ConditionStatus::False,
+            reasons::PROVISIONING,
+            "The first apply is running",
+        );
+    }
+}
+
+enum Started {
+    Yes(String),
+    Wait(WaitReason),
+}
+
+/// Where a Job's rendered inputs come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenderFrom {
+    /// The current inputs.
+    Current,
+    /// The durable inputs Secret, else (when there is none) the current inputs.
+    Durable,
+}
+
+/// Where the inputs of a Job of `op` for inputs hash `hash` come from (Job Inputs): an apply or
+/// plan renders the current inputs; a destroy always prefers the durable inputs (it runs what
+/// was applied); a cluster's drift, refresh or restore uses the current inputs when they carry
+/// that very hash, else the durable ones.
+pub fn render_from(
+    op: Operation,
+    kind: ObjectKind,
+    current_hash: Option<&str>,
+    hash: &str,
+) -> RenderFrom {
+    match op {
+        Operation::Apply | Operation::Plan => RenderFrom::Current,
+        Operation::Destroy => RenderFrom::Durable,
+        _ if kind == ObjectKind::Cluster && current_hash == Some(hash) => RenderFrom::Current,
+        _ => RenderFrom::Durable,
+    }
+}
+
+/// The inputs a Job renders, per [`render_from`].
+async fn inputs_to_render(
+    p: &Pass<'_>,
+    o: &mut Observation,
+    start: &StartJob,
+) -> Result<Option<RenderedInputs>, Error> {
+    let current_hash = o.current.as_ref().map(|c| c.inputs_hash.as_str());
+    match render_from(start.operation, p.kind, current_hash, &start.inputs_hash) {
+        RenderFrom::Current => Ok(o.current.clone()),
+        RenderFrom::Durable => {
+            let durable = o
+                .durable
+                .rendered(&p.ctx.client, p.kind, &start.inputs_hash)
+                .await?;
+            Ok(durable.or_else(|| o.current.clone()))
+        }
+    }
+}
+
+/// Takes the leases, checks the lock, writes the durable and per-run inputs and creates the Job.
+async fn start_job(
+    p: &mut Pass<'_>,
+    o: &mut Observation,
+    start: &StartJob,
+) -> Result<Started, Error> {
+    let op = start.operation;
+    let Some(identity) = o.identity.clone() else {
+        return Ok(Started::Wait(WaitReason::InputsUnavailable {
+            reason: None,
+        }));
+    };
+    let Some(rendered) = inputs_to_render(p, o, start).await? else {
+        if op == Operation::Destroy {
+            p.conds.set(
+                ctype::APPLY_JOB_SUCCEEDED,
+                ConditionStatus::False,
+                reasons::DESTROY_FAILED,
+                "The durable inputs Secret is missing: destroy has nothing to run against",
+            );
+        }
+        return Ok(Started::Wait(WaitReason::InputsUnavailable {
+            reason: None,
+        }));
+    };
+    let (target, ctx) = (p.target, p.ctx);
+    let spec_image = target.workspace().source.image.clone();
+    let image = image_to_run(p, o, op);
+    let approved_destructive = target.annotation(annotations::APPROVE_DESTRUCTIVE_PLAN);
+    let guard_deletes = p.kind == ObjectKind::Cluster && op == Operation::Apply;
+    let expect_plan = expected_plan(p, start);
+    let (ns, name, uid, suffix) = (
+        p.ns.clone(),
+        p.name.clone(),
+        p.uid.clone(),
+        p.suffix.clone(),
+    );
+    let (cluster_name, policy) = (o.cluster_name.clone(), o.policy.clone());
+    let mut request = job::JobRequest {
+        kind: p.kind,
+        namespace: &ns,
+        name: &name,
+        uid: &uid,
+        cluster_name: &cluster_name,
+        operation: op,
+        attempt: start.attempt,
+        tick: start.tick.as_deref(),
+        inputs_hash: &start.inputs_hash,
+        image: &image,
+        image_ref: &spec_image,
+        pull_policy: target.workspace().source.image_pull_policy,
+        policy: &policy,
+        identity: &identity,
+        runner_image: &ctx.settings.runner_image,
+        state_suffix: &suffix,
+        guard_deletes,
+        allow_deletes_hash: approved_destructive.filter(|_| guard_deletes),
+        expect_plan: expect_plan.as_deref(),
+        force_unlock: None,
+        runner_events: p.ctx.settings.runner_events,
+        drift_remediation: start.drift_remediation(),
+        approved_plan: expect_plan.as_deref(),
+        restore: None,
+    };
+    let job_name = job::job_name(&request);
+    if let Some(wait) = take_leases(p, &cluster_name, op, &job_name).await? {
+        return Ok(Started::Wait(wait));
+    }
+    let force_unlock = match lock(p, &cluster_name, &job_name).await? {
+        Ok(unlock) => unlock,
+        Err(wait) => return Ok(Started::Wait(wait)),
+    };
+    if op == Operation::Apply {
+        write_durable(p, o, &request, &rendered).await?;
+    }
+    // The clusterctl move block, just before the Job.
+    if p.target.annotation(annotations::BLOCK_MOVE).is_none() {
+        set_block_move(p, true).await?;
+    }
+    request.force_unlock = force_unlock.as_deref();
+    let new = create_job(p, &request, &rendered).await?;
+    announce(
+        p,
+        start,
+        &job_name,
+        &image,
+        force_unlock.is_some(),
+        expect_plan.as_deref(),
+        new,
+    );
+    Ok(Started::Yes(job_name))
+}
+
+/// Under applyPolicy Manual an apply (but the first) runs only the plan reviewed in status.plan:
+/// approved, or without changes.
+fn expected_plan(p: &Pass<'_>, start: &StartJob) -> Option<String> {
+    let StatusDraft::Cluster(cs) = &p.draft else {
+        return None;
+    };
+    let plan = cs.plan.as_ref()?;
+    let manual = crate::workload::apply_policy(p.target) == ApplyPolicy::Manual;
+    (manual && start.operation == Operation::Apply && plan.inputs_hash == start.inputs_hash)
+        .then(|| plan.plan_hash.clone())
+}
+
+/// The image to run: a machine's pinned `repo@digest` once it has one, else `spec.source.image`.
+fn image_to_run(p: &Pass<'_>, o: &Observation, op: Operation) -> String {
+    let spec_image = p.target.workspace().source.image.clone();
+    let pinned = match p.kind {
+        ObjectKind::Machine if op != Operation::Apply => o
+            .durable
+            .annotation(annotations::IMAGE_DIGEST)
+            .zip(o.durable.annotation(annotations::IMAGE)),
+        _ => None,
+    };
+    let Some((digest, image)) = pinned else {
+        return spec_image;
+    };
+    match contract::image_ref::parse(image) {
+        Ok(r) => {
+            let repo = match r.host {
+                Some(h) => format!("{h}/{}", r.path),
+                None => r.path.to_owned(),
+            };
+            format!("{repo}@{digest}")
+        }
+        Err(_) => spec_image,
+    }
+}
+
+/// The run lease, then the cluster operation gate; `Some(wait)` when the Job must wait. A lease
+/// taken and then not used is given back.
+async fn take_leases(
+    p: &Pass<'_>,
+    cluster_name: &str,
+    op: Operation,
+    job_name: &str,
+) -> Result<Option<WaitReason>, Error> {
+    let client = &p.ctx.client;
+    let ns = &p.ns;
+    let run_lease = run_lease_name(&p.suffix);
+    let labels = leases::lease_labels(leases::RUN_LEASE, p.kind_name(), &p.name, cluster_name);
+    if let Take::HeldBy(holder) =
+        leases::take(client, ns, &run_lease, job_name, op.as_str(), labels).await?
+    {
+        return Ok(Some(WaitReason::RunLease {
+            operation: op,
+            job: holder,
+        }));
+    }
+    let gated = matches!(
+        op,
+        Operation::Apply | Operation::Destroy | Operation::Restore
+    );
+    if !(p.ctx.settings.cluster_operation_gate && gated && !cluster_name.is_empty()) {
+        return Ok(None);
+    }
+    let cluster_lease = cluster_lease_name(ns, cluster_name);
+    if p.kind != ObjectKind::Cluster {
+        if leases::live_holder(client, ns, &cluster_lease)
+            .await?
+            .is_some()
+        {
+            leases::give_back(client, ns, &run_lease, job_name).await?;
+            return Ok(Some(WaitReason::ClusterOperation { operation: op }));
+        }
+        return Ok(None);
+    }
+    let labels = leases::lease_labels(leases::CLUSTER_LEASE, p.kind_name(), &p.name, cluster_name);
+    if let Take::HeldBy(holder) =
+        leases::take(client, ns, &cluster_lease, job_name, op.as_str(), labels).await?
+    {
+        leases::give_back(client, ns, &run_lease, job_name).await?;
+        return Ok(Some(WaitReason::RunLease {
+            operation: op,
+            job: holder,
+        }));
+    }
+    // The cluster keeps both leases while it waits: machines wait behind it meanwhile.
+    if leases::machines_operating(client, ns, cluster_name).await? > 0 {
+        return Ok(Some(WaitReason::MachineOperations { operation: op }));
+    }
+    Ok(None)
+}
+
+/// The state lock: free, stale (the Job force-unlocks it), or held by something else (the Job
+/// waits, its leases given back).
+async fn lock(
+    p: &mut Pass<'_>,
+    cluster_name: &str,
+    job_name: &str,
+) -> Result<Result<Option<String>, WaitReason>, Error> {
+    let client = &p.ctx.client;
+    let check = state::check_lock(client, &p.ns, &p.suffix, p.kind, &p.name).await?;
+    let who = match check {
+        LockCheck::Free => return Ok(Ok(None)),
+        LockCheck::Stale { id } => return Ok(Ok(Some(id))),
+        LockCheck::Held { who } => who,
+    };
+    p.conds.set(
+        ctype::STATE_READABLE,
+        ConditionStatus::False,
+        reasons::STATE_LOCKED,
+        &format!(
+            "The state lock is held by {who}, not by one of this object's finished runner pods"
+        ),
+    );
+    leases::give_back(client, &p.ns, &run_lease_name(&p.suffix), job_name).await?;
+    if p.kind == ObjectKind::Cluster && !cluster_name.is_empty() {
+        let lease = cluster_lease_name(&p.ns, cluster_name);
+        leases::give_back(client, &p.ns, &lease, job_name).await?;
+    }
+    Ok(Err(WaitReason::StateUnreadable {
+        reason: reasons::STATE_LOCKED,
+    }))
+}
+
+/// The durable inputs, written at an apply's start (with the digest pinned for this image).
+async fn write_durable(
+    p: &mut Pass<'_>,
+    o: &mut Observation,
+    request: &job::JobRequest<'_>,
+    rendered: &RenderedInputs,
+) -> Result<(), Error> {
+    let previous_image = o.durable.annotation(annotations::IMAGE).map(str::to_owned);
+    let spec_image = p.target.workspace().source.image.as_str();
+    let digest = o
+        .durable
+        .annotation(annotations::IMAGE_DIGEST)
+        .filter(|_| previous_image.as_deref() == Some(spec_image))
+        .map(str::to_owned);
+    let secret = job::durable_inputs_secret(
+        &request.durable_inputs(digest.as_deref()),
+        &rendered.main_tf_json,
+        &rendered.tfvars_json,
+    );
+    let api: Api<Secret> = Api::namespaced(p.ctx.client.clone(), &p.ns);
+    let name = durable_inputs_secret_name(p.kind, &p.name);
+    let written = match o.durable.resource_version() {
+        Some(rv) => {
+            let mut s = secret;
+            s.metadata.resource_version = Some(rv);
+            api.replace(&name, &PostParams::default(), &s).await?
+        }
+        None => api.create(&PostParams::default(), &secret).await?,
+    };
+    o.durable.written(written);
+    record_user_endpoint(p, o).await
+}
+
+/// `captf.io/endpoint-source: user` before the first apply when an endpoint is already set.
+async fn record_user_endpoint(p: &mut Pass<'_>, o: &Observation) -> Result<(), Error> {
+    let target = p.target;
+    let crate::context::Target::Cluster(tc) = target else {
+        return Ok(());
+    };
+    let record = contract::inputs::cluster::endpoint_source_to_record(
+        target.annotation(annotations::ENDPOINT_SOURCE),
+        !p.draft.provisioned(),
+        inputs::endpoint(
+            o.owner
+                .cluster
+                .as_ref()
+                .and_then(|c| c.spec.control_plane_endpoint.as_ref()),
+        )
+        .as_ref(),
+        inputs::endpoint(tc.spec.control_plane_endpoint.as_ref()).as_ref(),
+        false,
+    );
+    if let Some(source) = record {
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            annotations::ENDPOINT_SOURCE: source.as_str()}}});
+        p.patch_object(&patch).await?;
+    }
+    Ok(())
+}
+
+/// The Job, then its per-run Secret; `true` when this pass created the Job (another manager, or
+/// a pass before a crash, may have created this very Job already: it is then only completed).
+async fn create_job(
+    p: &mut Pass<'_>,
+    request: &job::JobRequest<'_>,
+    rendered: &RenderedInputs,
+) -> Result<bool, Error> {
+    let built = job::build_job(request);
+    for dropped in &built.dropped_env {
+        p.outbox.warning(
+            events::JOB_ENV_DROPPED,
+            format!("spec.jobs.env entry {dropped} is reserved (TF_*/KUBE_*) and was dropped"),
+        );
+    }
+    let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
+    let (created, new) = match jobs.create(&PostParams::default(), &built.job).await {
+        Ok(j) => (j, true),
+        Err(e) if is_conflict(&e) => (jobs.get(&job::job_name(request)).await?, false),
+        Err(e) => return Err(e.into()),
+    };
+    let run_secret = job::run_secret(&created, &rendered.main_tf_json, &rendered.tfvars_json);
+    let secrets: Api<Secret> = Api::namespaced(p.ctx.client.clone(), &p.ns);
+    match secrets.create(&PostParams::default(), &run_secret).await {
+        Ok(_) => {}
+        Err(e) if is_conflict(&e) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(new)
+}
+
+/// The events and conditions of a Job start.
+fn announce(
+    p: &mut Pass<'_>,
+    start: &StartJob,
+    job_name: &str,
+    image: &str,
+    force_unlock: bool,
+    expect_plan: Option<&str>,
+    new: bool,
+) {
+    let kind = p.kind_name();
+    if force_unlock {
+        p.ctx.metrics.lock_force_unlock(kind);
+        p.outbox.warning(
+            events::FORCE_UNLOCKED,
+            format!("Job {job_name} force-unlocks a stale state lock left by one of this object's runner pods"),
+        );
+    }
+    if start.reason == decide::StartReason::Apply(decide::ApplyReason::InputsChanged) {
+        p.ctx.metrics.inputs_hash_change(kind);
+        p.outbox.normal(
+            events::INPUTS_CHANGED,
+            format!(
+                "The inputs hash changed to {}; a new apply starts",
+                start.inputs_hash
+            ),
+        );
+    }
+    if start.drift_remediation() {
+        p.conds.set(
+            ctype::DRIFT_DETECTED,
+            ConditionStatus::True,
+            reasons::DRIFT_REMEDIATING,
+            &format!("Remediation apply {job_name} is running"),
+        );
+        p.outbox.normal(
+            events::DRIFT_REMEDIATION_STARTED,
+            format!("Remediation apply {job_name} started"),
+        );
+    }
+    if let Some(hash) = expect_plan {
+        p.outbox.normal(
+            events::PLAN_APPROVED,
+            format!("Apply Job {job_name} runs the approved plan {hash}"),
+        );
+    }
+    if new {
+        p.outbox.normal(
+            events::JOB_CREATED,
+            format!(
+                "{} Job {job_name} created (attempt {}, image {image}, reason {})",
+                start.operation.as_str(),
+                start.attempt,
+                report::decision_reason(&Decision::StartJob(start.clone()))
+            ),
+        );
+        info!(kind, namespace = %p.ns, name = %p.name, job = %job_name, "job created");
+    }
+}
+
+async fn set_block_move(p: &mut Pass<'_>, on: bool) -> Result<(), Error> {
+    let value = if on {
+        serde_json::Value::String(String::new())
+    } else {
+        serde_json::Value::Null
+    };
+    let patch = serde_json::json!({"metadata": {"annotations": {annotations::BLOCK_MOVE: value}}});
+    p.patch_object(&patch).await
+}
+
+async fn add_finalizer(p: &mut Pass<'_>) -> Result<(), Error> {
+    let mut finalizers = p.target.meta().finalizers.clone().unwrap_or_default();
+    finalizers.push(p.target.finalizer().to_owned());
+    let patch = serde_json::json!({"metadata": {"finalizers": finalizers}});
+    p.patch_object(&patch).await
+}
+
+/// Deletion order's cleanup: mirror ownership, leases, durable inputs, then state (last: a
+/// cleanup cut short is finished by the next pass, which still finds the succeeded destroy).
+async fn cleanup(p: &mut Pass<'_>, cluster_name: &str) -> Result<(), Error> {
+    let client = &p.ctx.client;
+    let ns = &p.ns;
+    identity::release_mirrors(client, ns, &p.uid, &mut p.outbox).await?;
+    let leases_api: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), ns);
+    delete_opt(&leases_api, &run_lease_name(&p.suffix)).await?;
+    if p.kind == ObjectKind::Cluster && !cluster_name.is_empty() {
+        delete_opt(&leases_api, &cluster_lease_name(ns, cluster_name)).await?;
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    delete_opt(&secrets, &durable_inputs_secret_name(p.kind, &p.name)).await?;
+    state::remove(client, ns, &p.suffix).await?;
+    Ok(())
+}
+
+/// The end of a pass: the cleanup of a deletion, the one status patch (under the object's
+/// resourceVersion), the finished Jobs marked bookkept and counted, the finalizer dropped (also
+/// under a precondition), the events published.
+pub async fn finish(mut p: Pass<'_>, o: Observation, acted: Acted) -> Result<Action, Error> {
+    let drop_finalizer = acted.decision == Decision::DropFinalizer;
+    if drop_finalizer {
+        cleanup(&mut p, &o.cluster_name).await?;
+    } else if !report::write_status(&mut p).await? {
+        // The object changed since the cache showed it (or it is gone): the newer version
+        // wakes this object again; nothing more of this pass is kept.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
+    for k in &o.books.kept {
+        crate::bookkeeping::mark_bookkept(&jobs, &k.record.name, k.outcome).await?;
+        crate::bookkeeping::count(&p.ctx.metrics, &p, k, &o.books.records);
+    }
+    if drop_finalizer {
+        return drop_the_finalizer(p).await;
+    }
+    let reference = p.target.reference();
+    let ctx = p.ctx;
+    p.outbox.publish(ctx, &reference).await;
+    Ok(Action::requeue(requeue_after(
+        acted.requeue,
+        acted.started.is_some(),
+        acted.stop_after_patch,
+        ctx.settings.sync_period,
+    )))
+}
+
+/// When a pass looks at the object again: right after adding the finalizer; after a Job start,
+/// once the Job may be judged stuck; else when the decision asked (at least half a second
+/// later); never later than `--sync-period`.
+pub fn requeue_after(
+    asked: Option<Duration>,
+    started: bool,
+    finalizer_added: bool,
+    sync_period: Duration,
+) -> Duration {
+    if finalizer_added {
+        return Duration::from_millis(200);
+    }
+    let after = if started {
+        decide::STUCK_AFTER + Duration::from_secs(1)
+    } else {
+        asked.unwrap_or(sync_period).max(Duration::from_millis(500))
+    };
+    after.min(sync_period)
+}
+
+async fn drop_the_finalizer(mut p: Pass<'_>) -> Result<Action, Error> {
+    let finalizers: Vec<String> = p
+        .target
+        .meta()
+        .finalizers
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f != p.target.finalizer())
+        .collect();
+    let patch = serde_json::json!({"metadata": {"finalizers": finalizers}});
+    match p.patch_object(&patch).await {
+        Ok(()) => {}
+        Err(Error::Kube(e)) if is_conflict(&e) => {
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
+        Err(e) => return Err(e),
+    }
+    // The last object of the namespace takes the runner's RBAC and CAPTF's leases with it.
+    let client = &p.ctx.client;
+    if let Err(e) = crate::sweep::sweep_namespace(client, &p.ns, Some(&p.uid), Duration::ZERO).await
+    {
+        warn!(namespace = %p.ns, error = %e, "orphan sweep after a finalizer's removal");
+    }
+    let (kind, name) = (p.kind_name(), p.name.clone());
+    p.outbox.normal(
+        events::DESTROYED,
+        format!("{kind} {name}: infrastructure destroyed and state removed"),
+    );
+    p.outbox.normal(
+        events::FINALIZER_REMOVED,
+        format!("Finalizer removed from {kind} {name}"),
+    );
+    p.ctx.metrics.forget_object(kind, &p.ns, &name);
+    let reference = p.target.reference();
+    let ctx = p.ctx;
+    p.outbox.publish(ctx, &reference).await;
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A destroy always renders from the durable inputs Secret, even when the current inputs
+    /// carry the same hash (a TerraformCluster's current inputs may no longer be buildable, or
+    /// may differ from what was applied in what the hash does not cover).
+    #[test]
+    fn a_destroy_always_prefers_the_durable_inputs() {
+        for kind in [ObjectKind::Cluster, ObjectKind::Machine] {
+            assert_eq!(
+                render_from(Operation::Destroy, kind, Some("h1"), "h1"),
+                RenderFrom::Durable
+            );
+            assert_eq!(
+                render_from(Operation::Apply, kind, Some("h2"), "h2"),
+                RenderFrom::Current
+            );
+        }
+        assert_eq!(
+            render_from(Operation::Drift, ObjectKind::Cluster, Some("h1"), "h1"),
+            RenderFrom::Current
+        );
+        assert_eq!(
+            render_from(Operation::Drift, ObjectKind::Cluster, Some("h2"), "h1"),
+            RenderFrom::Durable
+        );
+        assert_eq!(
+            render_from(Operation::Refresh, ObjectKind::Machine, None, "h1"),
+            RenderFrom::Durable
+        );
+    }
+
+    /// Every requeue is capped by `--sync-period`.
+    #[test]
+    fn requeues_are_capped_by_the_sync_period() {
+        let sync = Duration::from_secs(600);
+        assert_eq!(requeue_after(None, false, false, sync), sync);
+        assert_eq!(
+            requeue_after(Some(Duration::from_secs(3600)), false, false, sync),
+            sync
+        );
+        assert_eq!(
+            requeue_after(Some(Duration::from_secs(30)), false, false, sync),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            requeue_after(Some(Duration::ZERO), false, false, sync),
+            Duration::from_millis(500)
+        );
+        let short = Duration::from_secs(20);
+        assert_eq!(requeue_after(None, true, false, short), short);
+        assert_eq!(
+            requeue_after(None, false, true, sync),
+            Duration::from_millis(200)
+        );
+    }
+}

@@ -1,0 +1,931 @@
+//! The manager's caches and who each change wakes (spec: Architecture "Components", The
+//! Reconcile Lifecycle "One pass, one status patch"; ENGINEERING.md §4 "Observe"): every read a
+//! pass makes comes from one of these stores, each filled by one watch, so that a steady-state
+//! pass over an object with nothing to do makes no API request at all.
+//!
+//! - Full objects: TerraformClusters, TerraformMachines, Clusters, Machines, identities, Jobs,
+//!   runner pods (label-selected), the runner RoleBindings, CAPTF's leases.
+//! - Metadata only: Secrets (state, durable inputs, mirrors, per-run, identity sources,
+//!   bootstrap data: their data is read again only when their resourceVersion changed, and a pass
+//!   keeps what it decoded, see [`Decoded`]), ServiceAccounts, namespaces (for the identities'
+//!   `allowedNamespaces` selectors), TerraformMachinePools, and the ConfigMaps labelled
+//!   `captf.io/variables=true`.
+//!
+//! Each watch applies an event to its store first and then wakes the objects it concerns, so a
+//! pass never runs on a store older than the event that woke it. The predicates keep status-only
+//! changes from waking others: a TerraformMachine's status does not wake its TerraformCluster, a
+//! TerraformCluster's status wakes its machines only when `provisioned` changes, a Cluster's or
+//! Machine's status wakes only for the fields CAPTF reads.
+
+use std::any::Any;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use api::capi::{Cluster, Machine};
+use api::cluster::TerraformCluster;
+use api::constants::{conditions as ctype, labels};
+use api::identity::TerraformClusterIdentity;
+use api::machine::TerraformMachine;
+use api::machinepool::TerraformMachinePool;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+use tracing::warn;
+
+use crate::context::Settings;
+use crate::runner_rbac::RUNNER;
+
+/// Object metadata without spec, status or data.
+pub type Meta<K> = PartialObjectMeta<K>;
+
+/// What the passes read.
+#[derive(Clone)]
+pub struct Caches {
+    /// TerraformClusters (the watched namespace, the watch filter).
+    pub terraform_clusters: Store<TerraformCluster>,
+    /// TerraformMachines (the watched namespace, the watch filter).
+    pub terraform_machines: Store<TerraformMachine>,
+    /// TerraformMachinePools, by metadata (a cluster's dependents).
+    pub terraform_machine_pools: Store<Meta<TerraformMachinePool>>,
+    /// Cluster API Clusters.
+    pub clusters: Store<Cluster>,
+    /// Cluster API Machines.
+    pub machines: Store<Machine>,
+    /// TerraformClusterIdentities (cluster-wide).
+    pub identities: Store<TerraformClusterIdentity>,
+    /// CAPTF's Jobs (`captf.io/managed=true`).
+    pub jobs: Store<Job>,
+    /// Their pods (`captf.io/managed=true`).
+    pub pods: Store<Pod>,
+    /// Every Secret's metadata (cluster-wide: identity sources live anywhere).
+    pub secrets: Store<Meta<Secret>>,
+    /// ServiceAccounts' metadata (the runner's, or a custom one and its opt-in label).
+    pub service_accounts: Store<Meta<ServiceAccount>>,
+    /// The `captf-runner` RoleBindings.
+    pub role_bindings: Store<RoleBinding>,
+    /// CAPTF's leases (`captf.io/managed=true`).
+    pub leases: Store<Lease>,
+    /// Namespaces' metadata (labels, for `allowedNamespaces.selector`).
+    pub namespaces: Store<Meta<Namespace>>,
+    /// ConfigMaps labelled `captf.io/variables=true`, by metadata.
+    pub variable_config_maps: Store<Meta<ConfigMap>>,
+    /// What passes decoded from Secrets, by resourceVersion.
+    pub decoded: Decoded,
+}
+
+impl std::fmt::Debug for Caches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caches").finish_non_exhaustive()
+    }
+}
+
+/// What passes decoded from Secret data, each entry valid for one version of its sources (their
+/// resourceVersions): state summaries, durable inputs facts, identity source hashes. Never raw
+/// Secret data.
+#[derive(Clone, Default)]
+pub struct Decoded(Arc<Mutex<HashMap<String, DecodedEntry>>>);
+
+/// One decoded value and the version of its sources it is valid for.
+type DecodedEntry = (String, Arc<dyn Any + Send + Sync>);
+
+impl std::fmt::Debug for Decoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Decoded({} entries)", self.len())
+    }
+}
+
+impl Decoded {
+    /// The value decoded for `key` at `version`, if that is the version cached.
+    pub fn get<T: Any + Send + Sync>(&self, key: &str, version: &str) -> Option<Arc<T>> {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (v, value) = map.get(key)?;
+        if v != version {
+            return None;
+        }
+        value.clone().downcast::<T>().ok()
+    }
+
+    /// Keeps `value` for `key` at `version`.
+    pub fn put<T: Any + Send + Sync>(&self, key: &str, version: &str, value: Arc<T>) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.insert(key.to_owned(), (version.to_owned(), value));
+    }
+
+    /// Forgets every entry whose key starts with `prefix` (an object that is gone).
+    pub fn forget(&self, prefix: &str) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|k, _| !k.starts_with(prefix));
+    }
+
+    /// How many entries are kept.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// Whether nothing is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The reconcile triggers of the three controllers, fed by the caches' watches.
+#[derive(Debug)]
+pub struct Triggers {
+    /// TerraformClusters to reconcile.
+    pub clusters: UnboundedReceiver<ObjectRef<TerraformCluster>>,
+    /// TerraformMachines to reconcile.
+    pub machines: UnboundedReceiver<ObjectRef<TerraformMachine>>,
+    /// TerraformClusterIdentities whose status to refresh.
+    pub identities: UnboundedReceiver<ObjectRef<TerraformClusterIdentity>>,
+    /// The namespaces a TerraformCluster, TerraformMachine or TerraformMachinePool just left
+    /// (for the orphan sweep; also when `clusterctl move` removed its finalizer and deleted it).
+    pub departures: UnboundedReceiver<String>,
+}
+
+/// The senders behind [`Triggers`], and what the mappers need to find whom to wake.
+#[derive(Clone)]
+struct Wake {
+    clusters: UnboundedSender<ObjectRef<TerraformCluster>>,
+    machines: UnboundedSender<ObjectRef<TerraformMachine>>,
+    identities: UnboundedSender<ObjectRef<TerraformClusterIdentity>>,
+    departures: UnboundedSender<String>,
+    tcs: Store<TerraformCluster>,
+    tms: Store<TerraformMachine>,
+    tcis: Store<TerraformClusterIdentity>,
+    machine_owners: Store<Machine>,
+    decoded: Decoded,
+}
+
+impl Wake {
+    fn cluster(&self, r: ObjectRef<TerraformCluster>) {
+        let _ = self.clusters.unbounded_send(r);
+    }
+
+    fn machine(&self, r: ObjectRef<TerraformMachine>) {
+        let _ = self.machines.unbounded_send(r);
+    }
+
+    fn identity(&self, r: ObjectRef<TerraformClusterIdentity>) {
+        let _ = self.identities.unbounded_send(r);
+    }
+
+    fn departed(&self, ns: Option<String>) {
+        if let Some(ns) = ns {
+            let _ = self.departures.unbounded_send(ns);
+        }
+    }
+
+    /// The TerraformClusters of cluster `cluster` in `ns`.
+    fn clusters_of(&self, ns: Option<&str>, cluster: &str) {
+        for tc in self.tcs.state() {
+            if tc.namespace().as_deref() == ns && tc_cluster_name(&tc).as_deref() == Some(cluster) {
+                self.cluster(ObjectRef::from_obj(tc.as_ref()));
+            }
+        }
+    }
+
+    /// The TerraformMachines of cluster `cluster` in `ns`.
+    fn machines_of(&self, ns: Option<&str>, cluster: &str) {
+        for tm in self.tms.state() {
+            if tm.namespace().as_deref() == ns
+                && tm.labels().get(labels::CLUSTER_NAME).map(String::as_str) == Some(cluster)
+            {
+                self.machine(ObjectRef::from_obj(tm.as_ref()));
+            }
+        }
+    }
+
+    /// Every TerraformCluster and TerraformMachine (in `ns`, or everywhere).
+    fn everyone(&self, ns: Option<&str>) {
+        for tc in self.tcs.state() {
+            if ns.is_none() || tc.namespace().as_deref() == ns {
+                self.cluster(ObjectRef::from_obj(tc.as_ref()));
+            }
+        }
+        for tm in self.tms.state() {
+            if ns.is_none() || tm.namespace().as_deref() == ns {
+                self.machine(ObjectRef::from_obj(tm.as_ref()));
+            }
+        }
+    }
+
+    /// The object an owner reference names, when it is one of ours.
+    fn owner(&self, ns: Option<&str>, kind: &str, name: &str) {
+        match kind {
+            "TerraformCluster" => self.cluster(within(ObjectRef::new(name), ns)),
+            "TerraformMachine" => self.machine(within(ObjectRef::new(name), ns)),
+            _ => {}
+        }
+    }
+}
+
+fn within<K: Resource<DynamicType = ()>>(r: ObjectRef<K>, ns: Option<&str>) -> ObjectRef<K> {
+    match ns {
+        Some(ns) => r.within(ns),
+        None => r,
+    }
+}
+
+/// The cluster name a TerraformCluster belongs to: its label, else its Cluster owner's name.
+pub fn tc_cluster_name(tc: &TerraformCluster) -> Option<String> {
+    tc.labels().get(labels::CLUSTER_NAME).cloned().or_else(|| {
+        tc.owner_references()
+            .iter()
+            .find(|o| o.kind == "Cluster")
+            .map(|o| o.name.clone())
+    })
+}
+
+/// A hash of what a predicate compares.
+fn fingerprint(parts: &impl serde::Serialize) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_vec(parts).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
+/// Remembers a fingerprint per object: `changed` is true the first time an object is seen and
+/// whenever its fingerprint differs from the last one.
+#[derive(Default)]
+struct Seen(HashMap<String, u64>);
+
+impl Seen {
+    fn changed(&mut self, key: String, print: u64) -> bool {
+        self.0.insert(key, print) != Some(print)
+    }
+
+    fn forget(&mut self, key: &str) {
+        self.0.remove(key);
+    }
+}
+
+fn key_of<K: Resource>(o: &K) -> String {
+    o.meta().uid.clone().unwrap_or_else(|| {
+        format!(
+            "{}/{}",
+            o.meta().namespace.as_deref().unwrap_or_default(),
+            o.meta().name.as_deref().unwrap_or_default()
+        )
+    })
+}
+
+/// What of an object's metadata wakes the object itself: all but status, resourceVersion and
+/// managed fields.
+fn own_print<K: Resource + serde::Serialize>(o: &K, spec: &impl serde::Serialize) -> u64 {
+    let m = o.meta();
+    fingerprint(&(
+        m.generation,
+        &m.labels,
+        &m.annotations,
+        &m.finalizers,
+        &m.owner_references,
+        m.deletion_timestamp.is_some(),
+        spec,
+    ))
+}
+
+fn provisioned_of(status: Option<&api::status::WorkloadStatus>) -> bool {
+    status
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(|i| i.provisioned)
+        .unwrap_or(false)
+}
+
+/// Applies a watch's events to its store, calling `on_event` after each, until the watch ends.
+async fn inform<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    mut writer: Writer<K>,
+    what: &'static str,
+    mut on_event: impl FnMut(&watcher::Event<K>) + Send,
+) where
+    K: kube::runtime::reflector::Lookup + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+{
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(event) => {
+                writer.apply_watcher_event(&event);
+                on_event(&event);
+            }
+            Err(e) => warn!(watch = what, error = %e, "watch error; retrying with backoff"),
+        }
+    }
+}
+
+/// The objects an event touched, and whether they were deleted.
+fn touched<K>(event: &watcher::Event<K>) -> Option<(&K, bool)> {
+    match event {
+        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => Some((o, false)),
+        watcher::Event::Delete(o) => Some((o, true)),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
+}
+
+fn api_for<K>(client: &kube::Client, ns: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+fn managed() -> watcher::Config {
+    watcher::Config::default().labels(&format!("{}=true", labels::MANAGED))
+}
+
+/// The caches, the triggers they feed, and the future that runs their watches (it never ends;
+/// drop it to stop them).
+pub fn start(
+    client: &kube::Client,
+    settings: &Settings,
+) -> (Caches, Triggers, futures::future::BoxFuture<'static, ()>) {
+    let (tc_store, tc_writer) = reflector::store();
+    let (tm_store, tm_writer) = reflector::store();
+    let (tmp_store, tmp_writer) = reflector::store();
+    let (cluster_store, cluster_writer) = reflector::store();
+    let (machine_store, machine_writer) = reflector::store();
+    let (tci_store, tci_writer) = reflector::store();
+    let (job_store, job_writer) = reflector::store();
+    let (pod_store, pod_writer) = reflector::store();
+    let (secret_store, secret_writer) = reflector::store();
+    let (sa_store, sa_writer) = reflector::store();
+    let (rb_store, rb_writer) = reflector::store();
+    let (lease_store, lease_writer) = reflector::store();
+    let (ns_store, ns_writer) = reflector::store();
+    let (cm_store, cm_writer) = reflector::store();
+    let (tc_tx, tc_rx) = unbounded();
+    let (tm_tx, tm_rx) = unbounded();
+    let (tci_tx, tci_rx) = unbounded();
+    let (gone_tx, gone_rx) = unbounded();
+    let decoded = Decoded::default();
+    let wake = Wake {
+        clusters: tc_tx,
+        machines: tm_tx,
+        identities: tci_tx,
+        departures: gone_tx,
+        tcs: tc_store.clone(),
+        tms: tm_store.clone(),
+        tcis: tci_store.clone(),
+        machine_owners: machine_store.clone(),
+        decoded: decoded.clone(),
+    };
+    let ns = settings.namespace.as_deref();
+    let main = match &settings.watch_filter {
+        Some(v) if !v.is_empty() => {
+            watcher::Config::default().labels(&format!("{}={v}", labels::WATCH_FILTER))
+        }
+        _ => watcher::Config::default(),
+    };
+    let c = client;
+    let watches: Vec<futures::future::BoxFuture<'static, ()>> = vec![
+        inform(
+            watcher(api_for::<TerraformCluster>(c, ns), main.clone()).default_backoff(),
+            tc_writer,
+            "terraformclusters",
+            on_terraform_cluster(wake.clone()),
+        )
+        .boxed(),
+        inform(
+            watcher(api_for::<TerraformMachine>(c, ns), main).default_backoff(),
+            tm_writer,
+            "terraformmachines",
+            on_terraform_machine(wake.clone()),
+        )
+        .boxed(),
+        inform(
+            watcher(
+                api_for::<Meta<TerraformMachinePool>>(c, ns),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .modify(|o| o.metadata.managed_fields = None),
+            tmp_writer,
+            "terraformmachinepools",
+            on_pool(wake.clone()),
+        )
+        .boxed(),
+        inform(
+            watcher(api_for::<Cluster>(c, ns), watcher::Config::default()).default_backoff(),
+            cluster_writer,
+            "clusters",
+            on_cluster(wake.clone()),
+        )
+        .boxed(),
+        inform(
+            watcher(api_for::<Machine>(c, ns), watcher::Config::default()).default_backoff(),
+            machine_writer,
+            "machines",
+            on_machine(wake.clone()),
+        )
+        .boxed(),
+        inform(
+            watcher(
+                Api::<TerraformClusterIdentity>::all(c.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff(),
+            tci_writer,
+            "terraformclusteridentities",
+            on_identity(wake.clone()),
+        )
+        .boxed(),
+        inform(
+            watcher(api_for::<Job>(c, ns), managed()).default_backoff(),
+            job_writer,
+            "jobs",
+            on_job(wake.clone()),
+        )
+        .boxed(),
+        inform(
+            watcher(api_for::<Pod>(c, ns), managed()).default_backoff(),
+            pod_writer,
+            "pods",
+            |_: &watcher::Event<Pod>| {},
+        )
+        .boxed(),
+        inform(
+            watcher(
+                Api::<Meta<Secret>>::all(c.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .modify(|o| o.metadata.managed_fields = None),
+            secret_writer,
+            "secrets",
+            on_secret(wake.clone()),
+        )
+        .boxed(),
+        inform(
+            watcher(
+                api_for::<Meta<ServiceAccount>>(c, ns),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .modify(|o| o.metadata.managed_fields = None),
+            sa_writer,
+            "serviceaccounts",
+            |_: &watcher::Event<Meta<ServiceAccount>>| {},
+        )
+        .boxed(),
+        inform(
+            watcher(
+                api_for::<RoleBinding>(c, ns),
+                watcher::Config::default().fields(&format!("metadata.name={RUNNER}")),
+            )
+            .default_backoff(),
+            rb_writer,
+            "rolebindings",
+            |_: &watcher::Event<RoleBinding>| {},
+        )
+        .boxed(),
+        inform(
+            watcher(api_for::<Lease>(c, ns), managed()).default_backoff(),
+            lease_writer,
+            "leases",
+            on_lease(wake.clone()),
+        )
+        .boxed(),
+        inform(
+            watcher(
+                Api::<Meta<Namespace>>::all(c.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .modify(|o| o.metadata.managed_fields = None),
+            ns_writer,
+            "namespaces",
+            on_namespace(wake.clone()),
+        )
+        .boxed(),
+        inform(
+            watcher(
+                api_for::<Meta<ConfigMap>>(c, ns),
+                watcher::Config::default().labels(&format!("{}=true", labels::VARIABLES)),
+            )
+            .default_backoff()
+            .modify(|o| o.metadata.managed_fields = None),
+            cm_writer,
+            "configmaps",
+            on_variables_source::<ConfigMap>(wake.clone(), "ConfigMap"),
+        )
+        .boxed(),
+    ];
+    let caches = Caches {
+        terraform_clusters: tc_store,
+        terraform_machines: tm_store,
+        terraform_machine_pools: tmp_store,
+        clusters: cluster_store,
+        machines: machine_store,
+        identities: tci_store,
+        jobs: job_store,
+        pods: pod_store,
+        secrets: secret_store,
+        service_accounts: sa_store,
+        role_bindings: rb_store,
+        leases: lease_store,
+        namespaces: ns_store,
+        variable_config_maps: cm_store,
+        decoded,
+    };
+    let triggers = Triggers {
+        clusters: tc_rx,
+        machines: tm_rx,
+        identities: tci_rx,
+        departures: gone_rx,
+    };
+    let run = futures::future::join_all(watches).map(drop).boxed();
+    (caches, triggers, run)
+}
+
+impl Caches {
+    /// Stores that hold nothing and never fill (no watch feeds them): what a [`crate::Context`]
+    /// holds until [`crate::controller::run`] starts the real ones.
+    pub fn unstarted() -> Self {
+        Self {
+            terraform_clusters: reflector::store().0,
+            terraform_machines: reflector::store().0,
+            terraform_machine_pools: reflector::store().0,
+            clusters: reflector::store().0,
+            machines: reflector::store().0,
+            identities: reflector::store().0,
+            jobs: reflector::store().0,
+            pods: reflector::store().0,
+            secrets: reflector::store().0,
+            service_accounts: reflector::store().0,
+            role_bindings: reflector::store().0,
+            leases: reflector::store().0,
+            namespaces: reflector::store().0,
+            variable_config_maps: reflector::store().0,
+            decoded: Decoded::default(),
+        }
+    }
+
+    /// Waits until every store holds its first complete list.
+    pub async fn ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.terraform_clusters.wait_until_ready().await?;
+        self.terraform_machines.wait_until_ready().await?;
+        self.terraform_machine_pools.wait_until_ready().await?;
+        self.clusters.wait_until_ready().await?;
+        self.machines.wait_until_ready().await?;
+        self.identities.wait_until_ready().await?;
+        self.jobs.wait_until_ready().await?;
+        self.pods.wait_until_ready().await?;
+        self.secrets.wait_until_ready().await?;
+        self.service_accounts.wait_until_ready().await?;
+        self.role_bindings.wait_until_ready().await?;
+        self.leases.wait_until_ready().await?;
+        self.namespaces.wait_until_ready().await?;
+        self.variable_config_maps.wait_until_ready().await
+    }
+
+    /// A Secret's metadata.
+    pub fn secret(&self, ns: &str, name: &str) -> Option<Arc<Meta<Secret>>> {
+        self.secrets.get(&ObjectRef::new(name).within(ns))
+    }
+
+    /// The Secrets of `ns` carrying label `key=value`.
+    pub fn secrets_labelled(&self, ns: &str, key: &str, value: &str) -> Vec<Arc<Meta<Secret>>> {
+        self.secrets.state_filter(|s| {
+            s.metadata.namespace.as_deref() == Some(ns)
+                && s.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(key))
+                    .map(String::as_str)
+                    == Some(value)
+        })
+    }
+
+    /// The Jobs of `ns` owned by the object with `uid`.
+    pub fn jobs_of(&self, ns: &str, uid: &str) -> Vec<Arc<Job>> {
+        self.jobs.state_filter(|j| {
+            j.metadata.namespace.as_deref() == Some(ns)
+                && j.owner_references().iter().any(|o| o.uid == uid)
+        })
+    }
+}
+
+/// A TerraformCluster wakes itself on any change but its status, and its machines when its spec,
+/// metadata or `provisioned` changed (never for the rest of its status).
+fn on_terraform_cluster(wake: Wake) -> impl FnMut(&watcher::Event<TerraformCluster>) + Send {
+    let mut own = Seen::default();
+    let mut for_machines = Seen::default();
+    move |event| {
+        let Some((tc, deleted)) = touched(event) else {
+            return;
+        };
+        let key = key_of(tc);
+        let ns = tc.namespace();
+        let cluster = tc_cluster_name(tc);
+        if deleted {
+            own.forget(&key);
+            for_machines.forget(&key);
+            wake.decoded.forget(&key);
+            wake.departed(ns.clone());
+        } else if own.changed(key.clone(), own_print(tc, &tc.spec)) {
+            wake.cluster(ObjectRef::from_obj(tc));
+        }
+        let print = own_print(
+            tc,
+            &(
+                &tc.spec,
+                provisioned_of(tc.status.as_ref().map(|s| &s.workload)),
+            ),
+        );
+        if (deleted || for_machines.changed(key, print))
+            && let Some(cluster) = cluster
+        {
+            wake.machines_of(ns.as_deref(), &cluster);
+        }
+    }
+}
+
+/// A TerraformMachine wakes itself on any change but its status, and its cluster's
+/// TerraformCluster only when it appears or goes (a deleting cluster waits for its machines).
+fn on_terraform_machine(wake: Wake) -> impl FnMut(&watcher::Event<TerraformMachine>) + Send {
+    let mut own = Seen::default();
+    let mut present = HashSet::new();
+    move |event| {
+        let Some((tm, deleted)) = touched(event) else {
+            return;
+        };
+        let key = key_of(tm);
+        let ns = tm.namespace();
+        let cluster = tm.labels().get(labels::CLUSTER_NAME).cloned();
+        let arrived = if deleted {
+            own.forget(&key);
+            wake.decoded.forget(&key);
+            wake.departed(ns.clone());
+            present.remove(&key)
+        } else {
+            if own.changed(key.clone(), own_print(tm, &tm.spec)) {
+                wake.machine(ObjectRef::from_obj(tm));
+            }
+            present.insert(key)
+        };
+        if arrived && let Some(cluster) = cluster {
+            wake.clusters_of(ns.as_deref(), &cluster);
+        }
+    }
+}
+
+/// A pool wakes its cluster's TerraformCluster when it appears or goes.
+fn on_pool(wake: Wake) -> impl FnMut(&watcher::Event<Meta<TerraformMachinePool>>) + Send {
+    let mut present = HashSet::new();
+    move |event| {
+        let Some((pool, deleted)) = touched(event) else {
+            return;
+        };
+        let key = key_of(pool);
+        let changed = if deleted {
+            wake.departed(pool.namespace());
+            present.remove(&key)
+        } else {
+            present.insert(key)
+        };
+        if changed && let Some(cluster) = pool.labels().get(labels::CLUSTER_NAME) {
+            wake.clusters_of(pool.namespace().as_deref(), cluster);
+        }
+    }
+}
+
+/// A Cluster wakes the TerraformCluster it names when its spec, metadata, provisioning or
+/// control-plane initialization changed, and its machines when its spec, metadata or
+/// `infrastructureProvisioned` changed.
+fn on_cluster(wake: Wake) -> impl FnMut(&watcher::Event<Cluster>) + Send {
+    let mut for_tc = Seen::default();
+    let mut for_machines = Seen::default();
+    move |event| {
+        let Some((c, deleted)) = touched(event) else {
+            return;
+        };
+        let key = key_of(c);
+        let ns = c.namespace();
+        let status = c.status.as_ref();
+        let infra = status
+            .and_then(|s| s.initialization.as_ref())
+            .and_then(|i| i.infrastructure_provisioned);
+        let cp = status.and_then(api::capi::ClusterStatus::control_plane_initialized);
+        let fds = status.and_then(|s| s.failure_domains.as_ref());
+        let tc_print = own_print(c, &(&c.spec, infra, cp, fds));
+        let machines_print = own_print(c, &(&c.spec, infra));
+        if (deleted || for_tc.changed(key.clone(), tc_print))
+            && let Some(r) = &c.spec.infrastructure_ref
+            && r.api_group == api::GROUP
+            && r.kind == "TerraformCluster"
+        {
+            wake.cluster(within(ObjectRef::new(&r.name), ns.as_deref()));
+        }
+        if (deleted || for_machines.changed(key.clone(), machines_print))
+            && let Some(name) = &c.metadata.name
+        {
+            wake.machines_of(ns.as_deref(), name);
+        }
+        if deleted {
+            for_tc.forget(&key);
+            for_machines.forget(&key);
+        }
+    }
+}
+
+/// A Machine wakes the TerraformMachine it names when its spec or metadata changed (not for its
+/// status).
+fn on_machine(wake: Wake) -> impl FnMut(&watcher::Event<Machine>) + Send {
+    let mut seen = Seen::default();
+    move |event| {
+        let Some((m, deleted)) = touched(event) else {
+            return;
+        };
+        let key = key_of(m);
+        let changed = if deleted {
+            seen.forget(&key);
+            true
+        } else {
+            seen.changed(key, own_print(m, &m.spec))
+        };
+        if changed
+            && let Some(r) = &m.spec.infrastructure_ref
+            && r.api_group == api::GROUP
+            && r.kind == "TerraformMachine"
+        {
+            wake.machine(within(ObjectRef::new(&r.name), m.namespace().as_deref()));
+        }
+    }
+}
+
+/// An identity wakes its own status controller on any change, and every object when its spec or
+/// its `Ready` status changed (its Secret appeared or went).
+fn on_identity(wake: Wake) -> impl FnMut(&watcher::Event<TerraformClusterIdentity>) + Send {
+    let mut seen = Seen::default();
+    move |event| {
+        let Some((tci, deleted)) = touched(event) else {
+            return;
+        };
+        let key = key_of(tci);
+        if !deleted {
+            wake.identity(ObjectRef::from_obj(tci));
+        }
+        let ready = tci
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == ctype::READY))
+            .map(|c| c.status.clone());
+        let changed = if deleted {
+            seen.forget(&key);
+            true
+        } else {
+            seen.changed(key, fingerprint(&(tci.metadata.generation, ready)))
+        };
+        if changed {
+            wake.everyone(None);
+        }
+    }
+}
+
+/// A Job wakes the object owning it.
+fn on_job(wake: Wake) -> impl FnMut(&watcher::Event<Job>) + Send {
+    move |event| {
+        let Some((job, _)) = touched(event) else {
+            return;
+        };
+        for o in job.owner_references() {
+            wake.owner(job.namespace().as_deref(), &o.kind, &o.name);
+        }
+    }
+}
+
+/// A Secret wakes: the objects owning it (state, durable inputs, mirrors); the identities whose
+/// credentials it holds, and the identity a mirror belongs to; the TerraformMachine whose
+/// Machine's bootstrap data it is; and, labelled `captf.io/variables=true`, the objects whose
+/// `variablesFrom` name it. Its cached decodings go when it changes.
+fn on_secret(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Secret>>) + Send {
+    let mut variables = on_variables_source::<Secret>(wake.clone(), "Secret");
+    move |event| {
+        let Some((s, _)) = touched(event) else {
+            return;
+        };
+        let ns = s.namespace();
+        let name = s.name_any();
+        for o in s.owner_references() {
+            wake.owner(ns.as_deref(), &o.kind, &o.name);
+        }
+        for tci in wake.tcis.state() {
+            if Some(tci.spec.secret_ref.namespace.as_str()) == ns.as_deref()
+                && tci.spec.secret_ref.name == name
+            {
+                wake.identity(ObjectRef::from_obj(tci.as_ref()));
+            }
+        }
+        if let Some(identity) = s.annotations().get(api::constants::annotations::IDENTITY)
+            && s.labels()
+                .get(labels::MIRRORED)
+                .is_some_and(|v| v == "true")
+        {
+            wake.identity(ObjectRef::new(identity));
+        }
+        for m in wake.machine_owners.state() {
+            let bootstrap = m
+                .spec
+                .bootstrap
+                .as_ref()
+                .and_then(|b| b.data_secret_name.as_deref());
+            if m.namespace() == ns
+                && bootstrap == Some(name.as_str())
+                && let Some(r) = &m.spec.infrastructure_ref
+                && r.api_group == api::GROUP
+                && r.kind == "TerraformMachine"
+            {
+                wake.machine(within(ObjectRef::new(&r.name), ns.as_deref()));
+            }
+        }
+        if s.labels()
+            .get(labels::VARIABLES)
+            .is_some_and(|v| v == "true")
+        {
+            variables(event);
+        }
+    }
+}
+
+/// A `variablesFrom` source (a ConfigMap or Secret labelled `captf.io/variables=true`) wakes the
+/// objects of its namespace whose `variablesFrom` names it.
+fn on_variables_source<K>(
+    wake: Wake,
+    kind: &'static str,
+) -> impl FnMut(&watcher::Event<Meta<K>>) + Send
+where
+    K: Resource,
+{
+    move |event| {
+        let Some((source, _)) = touched(event) else {
+            return;
+        };
+        let ns = source.metadata.namespace.as_deref();
+        let name = source.metadata.name.as_deref().unwrap_or_default();
+        let names_it = |w: &api::workload::WorkspaceSpec| {
+            w.variables_from.iter().flatten().any(|v| {
+                let r = if kind == "Secret" {
+                    v.secret_ref.as_ref()
+                } else {
+                    v.config_map_ref.as_ref()
+                };
+                r.is_some_and(|r| r.name == name)
+            })
+        };
+        for tc in wake.tcs.state() {
+            if tc.namespace().as_deref() == ns && names_it(&tc.spec.workspace) {
+                wake.cluster(ObjectRef::from_obj(tc.as_ref()));
+            }
+        }
+        for tm in wake.tms.state() {
+            if tm.namespace().as_deref() == ns && names_it(&tm.spec.workspace) {
+                wake.machine(ObjectRef::from_obj(tm.as_ref()));
+            }
+        }
+    }
+}
+
+/// A cluster write lease wakes the machines of its cluster (one may wait for it).
+fn on_lease(wake: Wake) -> impl FnMut(&watcher::Event<Lease>) + Send {
+    move |event| {
+        let Some((lease, _)) = touched(event) else {
+            return;
+        };
+        let l = lease.labels();
+        if l.get(labels::LEASE).map(String::as_str) == Some(api::constants::lease_kinds::CLUSTER)
+            && let Some(cluster) = l.get(labels::CLUSTER_NAME).filter(|c| !c.is_empty())
+        {
+            wake.machines_of(lease.namespace().as_deref(), cluster);
+        }
+    }
+}
+
+/// A namespace's labels wake its objects (an identity's selector may now match, or no longer).
+fn on_namespace(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Namespace>>) + Send {
+    let mut seen = Seen::default();
+    move |event| {
+        let Some((n, deleted)) = touched(event) else {
+            return;
+        };
+        let key = key_of(n);
+        if deleted {
+            seen.forget(&key);
+            return;
+        }
+        let first = !seen.0.contains_key(&key);
+        if seen.changed(key, fingerprint(&n.metadata.labels)) && !first {
+            wake.everyone(n.metadata.name.as_deref());
+        }
+    }
+}

@@ -1,0 +1,745 @@
+//! The Observe step of a pass (spec: The Reconcile Lifecycle "One pass, one status patch" steps
+//! 2-4, "The paused branch", "Bookkeeping", "Choosing the next operation" up to the decision;
+//! ENGINEERING.md §4 "Observe"): the owner lookup, the finalizer and pause, the object's Jobs
+//! (with [`crate::bookkeeping`]), the durable inputs, credentials, state, the current inputs,
+//! the outputs and a deleting cluster's dependents, all read from the caches into one
+//! [`Observation`]; then the plain [`Observed`] value `decide` reads.
+//!
+//! A paused object runs only the paused branch: bookkeeping and the active Job, nothing else is
+//! read. An object without its finalizer stops right after the owner lookup: the decision is to
+//! add it.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use api::cluster::TerraformCluster;
+use api::constants::{annotations, conditions as ctype, events, reasons};
+use api::shared::{ApplyPolicy, JobPolicy};
+use api::status::{ActiveJob, SourceStatus};
+use contract::health::ConditionStatus;
+use contract::names::{ObjectKind, Operation, durable_inputs_secret_name};
+use contract::render::RenderedInputs;
+use contract::state::StateSummary;
+
+use crate::bookkeeping::{self, Books};
+use crate::context::StatusDraft;
+use crate::decide::{
+    self, Approvals, Config, Drift, Gates, HealthReading, Inputs, JobOutcome, JobRecord, LastTimes,
+    Leases, Observed, OwnerCheck, StateRead,
+};
+use crate::durable::Durable;
+use crate::inputs::{NotBuilt, Owner};
+use crate::reconcile::{Error, Pass};
+use crate::state::StateReading;
+use crate::workload;
+use crate::{history, identity, outputs, runner_rbac, state};
+
+/// Everything one pass observed, for Act and Report; [`observed`] reduces it to what `decide`
+/// reads.
+#[derive(Debug)]
+pub struct Observation {
+    /// The owner lookup.
+    pub owner: Owner,
+    /// The cluster the object belongs to (empty when none is known).
+    pub cluster_name: String,
+    /// Whether our finalizer is present.
+    pub finalizer: bool,
+    /// The TerraformCluster whose defaults apply (the cluster itself, a machine's cluster).
+    pub defaults: Option<TerraformCluster>,
+    /// The merged Job policy.
+    pub policy: JobPolicy,
+    /// The object's Jobs and what bookkeeping found.
+    pub books: Books,
+    /// The durable inputs Secret.
+    pub durable: Durable,
+    /// The newest active Job.
+    pub active: Option<JobRecord>,
+    /// Active Jobs per operation (for `captf_jobs_active`).
+    pub active_counts: BTreeMap<&'static str, i64>,
+    /// Whether the credentials step ran (owned, unpaused, finalizer present).
+    pub credentials_checked: bool,
+    /// The gates.
+    pub gates: Gates,
+    /// The identity allowed and mirrored.
+    pub identity: Option<String>,
+    /// The state read.
+    pub state: StateRead,
+    /// The state summary, when read.
+    pub summary: Option<Box<StateSummary>>,
+    /// When the base state Secret was created.
+    pub state_created: Option<SystemTime>,
+    /// The current inputs, when built.
+    pub current: Option<RenderedInputs>,
+    /// The current inputs as `decide` sees them.
+    pub inputs: Inputs,
+    /// The health reading.
+    pub health: HealthReading,
+    /// Whether the outputs gave a valid, definite health reading.
+    pub health_definite: bool,
+    /// A deleting cluster's machines and pools.
+    pub dependents: u32,
+}
+
+/// Observes the object: the preamble, then (unless it stops there) the paused branch or the
+/// whole observation.
+pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
+    let owner = workload::owner(p.target, &p.ctx.caches);
+    let cluster_name = owner
+        .cluster
+        .as_ref()
+        .and_then(|c| c.metadata.name.clone())
+        .or_else(|| owner.machine.as_ref().map(|m| m.spec.cluster_name.clone()))
+        .or_else(|| p.target.cluster_label())
+        .or_else(|| {
+            p.target
+                .meta()
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|r| r.kind == "Cluster")
+                .map(|r| r.name.clone())
+        })
+        .unwrap_or_default();
+    preamble_conditions(p, &owner);
+    let finalizer = p
+        .target
+        .meta()
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == p.target.finalizer());
+    let defaults = workload::defaults(p.target, &owner);
+    let policy = workload::job_policy(p.target, defaults.as_ref());
+    let durable_name = durable_inputs_secret_name(p.kind, &p.name);
+    let mut o = Observation {
+        owner,
+        cluster_name,
+        finalizer,
+        defaults,
+        policy,
+        books: Books::default(),
+        durable: Durable::observe(&p.ctx.client, &p.ctx.caches, &p.ns, &durable_name, &p.uid)
+            .await?,
+        active: None,
+        active_counts: BTreeMap::new(),
+        credentials_checked: false,
+        gates: Gates::default(),
+        identity: None,
+        state: StateRead::None,
+        summary: None,
+        state_created: None,
+        current: None,
+        inputs: Inputs::NotBuilt,
+        health: HealthReading::Unknown,
+        health_definite: false,
+        dependents: 0,
+    };
+    if !o.finalizer {
+        return Ok(o);
+    }
+    o.books = bookkeeping::keep_books(p, &o.cluster_name).await?;
+    bookkeeping::after_apply(p, &mut o).await?;
+    active_job(p, &mut o);
+    if o.owner.paused {
+        return Ok(o);
+    }
+    prune_history(p, &mut o).await?;
+    credentials(p, &mut o).await?;
+    if o.active.is_none() {
+        read_state(p, &mut o).await?;
+    }
+    current_inputs(p, &mut o).await?;
+    apply_outputs(p, &mut o).await?;
+    source_status(p, &o);
+    default_conditions(p, o.credentials_checked);
+    dependents(p, &mut o).await?;
+    Ok(o)
+}
+
+/// Step 2's conditions (`DependenciesReady` from the owner lookup), `Deleting` and `Paused`.
+fn preamble_conditions(p: &mut Pass<'_>, owner: &Owner) {
+    let (status, reason) = match owner.check {
+        OwnerCheck::Ok => (None, ""),
+        OwnerCheck::NotYet { reason } if reason == reasons::WAITING_FOR_OWNER_MACHINE => {
+            (Some(ConditionStatus::False), reason)
+        }
+        OwnerCheck::NotYet { reason } => (Some(ConditionStatus::Unknown), reason),
+        OwnerCheck::Gone => (Some(ConditionStatus::False), reasons::OWNER_NOT_FOUND),
+        OwnerCheck::Mismatch => (Some(ConditionStatus::False), reasons::OWNER_MISMATCH),
+        OwnerCheck::Gated { reason } => (Some(ConditionStatus::False), reason),
+    };
+    if let Some(status) = status {
+        p.conds
+            .set(ctype::DEPENDENCIES_READY, status, reason, &owner.message);
+    }
+    if p.target.deleting() {
+        if p.conds.status(ctype::DELETING) != Some("True") {
+            let note = format!("{} {} is being deleted", p.kind_name(), p.name);
+            p.outbox.normal(events::DELETION_STARTED, note);
+        }
+        p.conds.set(
+            ctype::DELETING,
+            ConditionStatus::True,
+            reasons::DELETING,
+            "The object is being deleted",
+        );
+    } else {
+        p.conds.set(
+            ctype::DELETING,
+            ConditionStatus::False,
+            reasons::NOT_DELETING,
+            "The object is not being deleted",
+        );
+    }
+    let (status, reason, message) = if owner.paused {
+        (
+            ConditionStatus::True,
+            reasons::PAUSED,
+            "The object or its Cluster is paused",
+        )
+    } else {
+        (ConditionStatus::False, reasons::NOT_PAUSED, "Not paused")
+    };
+    p.conds.set(ctype::PAUSED, status, reason, message);
+}
+
+/// The newest active Job: `status.activeJob`, and a running drift or refresh on
+/// `DriftJobSucceeded`.
+fn active_job(p: &mut Pass<'_>, o: &mut Observation) {
+    if workload::apply_policy(p.target) == ApplyPolicy::Automatic
+        && let StatusDraft::Cluster(cs) = &mut p.draft
+    {
+        cs.plan = None;
+    }
+    o.active = o
+        .books
+        .records
+        .iter()
+        .filter(|r| r.is_active())
+        .max_by_key(|r| r.created)
+        .cloned();
+    match &o.active {
+        Some(a) => {
+            p.draft.workload_mut().active_job = Some(ActiveJob {
+                name: a.name.clone(),
+                operation: a.operation,
+                attempt: a.attempt as i32,
+                start_time: a.started.and_then(to_time),
+            });
+            if matches!(a.operation, Operation::Drift | Operation::Refresh) {
+                p.conds.set(
+                    ctype::DRIFT_JOB_SUCCEEDED,
+                    ConditionStatus::Unknown,
+                    reasons::DRIFT_JOB_RUNNING,
+                    &format!("Job {} is running", a.name),
+                );
+            }
+        }
+        None => p.draft.workload_mut().active_job = None,
+    }
+    for r in o.books.records.iter().filter(|r| r.is_active()) {
+        *o.active_counts.entry(r.operation.as_str()).or_default() += 1;
+    }
+}
+
+/// History beyond the limits goes (Job names and history), never a Job bookkept this pass.
+async fn prune_history(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
+    let (successful, failed) = history_limits(&o.policy);
+    let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> =
+        kube::Api::namespaced(p.ctx.client.clone(), &p.ns);
+    for stale in history::jobs_to_prune(&o.books.records, successful, failed) {
+        if o.books.kept.iter().any(|k| k.record.name == stale) {
+            continue;
+        }
+        crate::kubeutil::delete_opt(&jobs, &stale).await?;
+        o.books.records.retain(|r| r.name != stale);
+    }
+    Ok(())
+}
+
+fn history_limits(policy: &JobPolicy) -> (u32, u32) {
+    (
+        policy.successful_jobs_history_limit_or_default().max(0) as u32,
+        policy.failed_jobs_history_limit_or_default().max(0) as u32,
+    )
+}
+
+/// Credentials: identity, mirror, runner RBAC (only for an owned object; an owner that stops the
+/// pass stops them too, unless the object is being deleted).
+async fn credentials(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
+    let owner_stops = !matches!(o.owner.check, OwnerCheck::Ok) && !p.target.deleting();
+    if owner_stops {
+        return Ok(());
+    }
+    o.credentials_checked = true;
+    let pinned = match p.kind {
+        ObjectKind::Machine if p.draft.provisioned() || p.target.deleting() => o
+            .durable
+            .annotation(annotations::IDENTITY)
+            .map(str::to_owned),
+        _ => None,
+    };
+    let wanted = pinned.or_else(|| {
+        identity::resolve_identity_name(
+            p.target
+                .workspace()
+                .identity_ref
+                .as_ref()
+                .map(|r| r.name.as_str()),
+            o.defaults.as_ref(),
+        )
+    });
+    match identity::ensure(
+        &p.ctx.client,
+        &p.ctx.caches,
+        &p.ns,
+        wanted,
+        &p.target.owner_reference(false),
+        &mut p.conds,
+        &mut p.outbox,
+        &p.ctx.metrics,
+    )
+    .await?
+    {
+        identity::IdentityOutcome::Ready { identity } => o.identity = Some(identity),
+        identity::IdentityOutcome::Blocked(gate) => o.gates.credentials = Some(gate),
+    }
+    let sa = o.policy.service_account_name_or_default().to_owned();
+    let rbac = runner_rbac::ensure(&p.ctx.client, &p.ctx.caches, &p.ns, &sa, &mut p.conds).await?;
+    if let Some(gate) = rbac
+        && o.gates.credentials.is_none()
+    {
+        o.gates.credentials = Some(gate);
+    }
+    Ok(())
+}
+
+/// State, when no Job is active: `StateReadable`, the serial, the state metrics.
+async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
+    let view = state::observe(&p.ctx.client, &p.ctx.caches, &p.ns, &p.suffix, &p.uid).await?;
+    o.state_created = view.base_created;
+    let kind_name = p.kind_name();
+    match &view.reading {
+        StateReading::Read(s) => {
+            let lost =
+                p.draft.provisioned() && p.kind == ObjectKind::Machine && s.inputs_hash.is_none();
+            if lost {
+                o.state = StateRead::Lost;
+                p.conds.set(
+                    ctype::STATE_READABLE,
+                    ConditionStatus::False,
+                    reasons::STATE_LOST,
+                    "The provisioned machine's state carries no inputs hash",
+                );
+            } else {
+                o.state = StateRead::Read {
+                    serial: s.serial,
+                    inputs_hash: s.inputs_hash.clone(),
+                };
+                p.conds.set(
+                    ctype::STATE_READABLE,
+                    ConditionStatus::True,
+                    reasons::STATE_READ,
+                    &format!("State serial {} read", s.serial),
+                );
+            }
+            let m = &p.ctx.metrics;
+            m.set_state_bytes(kind_name, &p.ns, &p.name, s.compressed_bytes as i64);
+            m.set_state_resources(kind_name, &p.ns, &p.name, s.managed_resources as i64);
+            p.draft.workload_mut().observed_state_serial =
+                Some(s.serial as i64).filter(|s| *s >= 1);
+            o.summary = Some(s.clone());
+        }
+        StateReading::NotFound => state_not_found(p, o),
+        StateReading::Unreadable(e) => {
+            let reason = e.reason();
+            if p.conds.reason(ctype::STATE_READABLE) != Some(reason) {
+                p.ctx
+                    .metrics
+                    .state_read_error(kind_name, metric_reason(reason));
+            }
+            p.conds.set(
+                ctype::STATE_READABLE,
+                ConditionStatus::False,
+                reason,
+                &e.to_string(),
+            );
+            o.state = StateRead::Unreadable { reason };
+        }
+    }
+    p.draft.workload_mut().state_secret_suffix = Some(p.suffix.clone());
+    Ok(())
+}
+
+/// No state Secret: lost for a provisioned object (unless its destroy succeeded and a cleanup
+/// was cut short), else not applied yet.
+fn state_not_found(p: &mut Pass<'_>, o: &mut Observation) {
+    let destroyed = p.target.deleting()
+        && o.books
+            .records
+            .iter()
+            .any(|r| r.operation == Operation::Destroy && r.outcome == Some(JobOutcome::Succeeded));
+    if p.draft.provisioned() && !destroyed {
+        o.state = StateRead::Lost;
+        if p.conds.reason(ctype::STATE_READABLE) != Some(reasons::STATE_LOST) {
+            p.ctx.metrics.state_read_error(p.kind_name(), "lost");
+        }
+        p.conds.set(
+            ctype::STATE_READABLE,
+            ConditionStatus::False,
+            reasons::STATE_LOST,
+            "The provisioned object's state Secret is gone",
+        );
+    } else {
+        p.conds.set(
+            ctype::STATE_READABLE,
+            ConditionStatus::Unknown,
+            reasons::STATE_NOT_FOUND,
+            "No state yet: the object was never applied",
+        );
+    }
+}
+
+fn metric_reason(reason: &str) -> &'static str {
+    match reason {
+        reasons::STATE_INCONSISTENT => "inconsistent",
+        reasons::STATE_ENCRYPTED => "encrypted",
+        reasons::STATE_LOCKED => "locked",
+        reasons::STATE_LOST => "lost",
+        _ => "corrupt",
+    }
+}
+
+/// The current inputs, for a mutable kind or an immutable one not yet provisioned, when no Job
+/// is active and the owner is found: `DependenciesReady`, `InputsTooLarge`, the dependencies
+/// gate.
+async fn current_inputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
+    let owner_ok = matches!(o.owner.check, OwnerCheck::Ok);
+    let immutable_done = !workload::mutable(p.kind) && p.draft.provisioned();
+    if owner_ok && immutable_done {
+        p.conds.set(
+            ctype::DEPENDENCIES_READY,
+            ConditionStatus::True,
+            reasons::DEPENDENCIES_READY,
+            "Owner resolved; a provisioned machine's inputs are fixed",
+        );
+        return Ok(());
+    }
+    if o.active.is_some() || !owner_ok {
+        return Ok(());
+    }
+    let built = workload::build_inputs(p, &o.owner, &o.durable).await?;
+    match built {
+        Ok(r) => {
+            p.ctx
+                .metrics
+                .set_inputs_bytes(p.kind_name(), &p.ns, &p.name, r.total_bytes() as i64);
+            o.inputs = Inputs::Built {
+                hash: r.inputs_hash.clone(),
+            };
+            p.conds.set(
+                ctype::DEPENDENCIES_READY,
+                ConditionStatus::True,
+                reasons::DEPENDENCIES_READY,
+                "Owner, inputs and variable sources are resolved",
+            );
+            o.current = Some(r);
+        }
+        Err(nb) => not_built(p, o, &nb),
+    }
+    Ok(())
+}
+
+fn not_built(p: &mut Pass<'_>, o: &mut Observation, nb: &NotBuilt) {
+    if let Some(size) = nb.size {
+        p.ctx
+            .metrics
+            .set_inputs_bytes(p.kind_name(), &p.ns, &p.name, size as i64);
+        p.conds.set(
+            ctype::APPLY_JOB_SUCCEEDED,
+            ConditionStatus::False,
+            reasons::INPUTS_TOO_LARGE,
+            &nb.message,
+        );
+        o.inputs = Inputs::Failed {
+            reason: reasons::INPUTS_TOO_LARGE,
+        };
+        return;
+    }
+    let status = if nb.waiting {
+        ConditionStatus::Unknown
+    } else {
+        ConditionStatus::False
+    };
+    p.conds
+        .set(ctype::DEPENDENCIES_READY, status, nb.reason, &nb.message);
+    o.gates.dependencies = Some(decide::GateBlock {
+        condition: ctype::DEPENDENCIES_READY,
+        reason: nb.reason,
+    });
+    o.inputs = Inputs::Failed { reason: nb.reason };
+}
+
+/// The outputs of a read state into status (and, once, spec); `status.pendingRefreshes`.
+async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
+    let Some(s) = &o.summary else {
+        if !p.draft.provisioned() && o.active.is_none() {
+            p.conds.set_if_missing(
+                ctype::OUTPUTS_VALID,
+                ConditionStatus::Unknown,
+                reasons::OUTPUTS_PENDING,
+                "No state yet",
+            );
+        }
+        return Ok(());
+    };
+    let applied = s.inputs_hash.is_some();
+    let out = outputs::apply(
+        p.ctx,
+        p.target,
+        &o.owner,
+        s,
+        o.durable.kept_variables(),
+        applied,
+        &mut p.draft,
+        &mut p.conds,
+        &mut p.outbox,
+    );
+    if let Some(patch) = &out.spec_patch {
+        p.patch_object(patch).await?;
+    }
+    o.health = out.reading;
+    o.health_definite = out.definite;
+    // Consecutive samples reading pending, for the refresh backoff (30 s, 1 m, 2 m, 4 m, 5 m).
+    let sampled = o.books.kept.iter().any(|k| {
+        k.outcome == JobOutcome::Succeeded
+            && matches!(k.record.operation, Operation::Refresh | Operation::Drift)
+    });
+    let w = p.draft.workload_mut();
+    match o.health {
+        HealthReading::Pending if sampled => {
+            w.pending_refreshes = Some(w.pending_refreshes.unwrap_or(0).saturating_add(1));
+        }
+        HealthReading::Pending => {}
+        _ => w.pending_refreshes = None,
+    }
+    Ok(())
+}
+
+/// `status.source`: the image and digest the durable inputs record, the runtime state reports.
+fn source_status(p: &mut Pass<'_>, o: &Observation) {
+    let source = SourceStatus {
+        image: o
+            .durable
+            .annotation(annotations::IMAGE)
+            .map(str::to_owned)
+            .or_else(|| Some(p.target.workspace().source.image.clone())),
+        image_digest: o
+            .durable
+            .annotation(annotations::IMAGE_DIGEST)
+            .map(str::to_owned),
+        runtime_version: o
+            .summary
+            .as_ref()
+            .map(|s| s.runtime_version.clone())
+            .filter(|v| !v.is_empty()),
+    };
+    p.draft.workload_mut().source = Some(source);
+}
+
+/// The conditions every object reports before its first apply, drift check or state.
+fn default_conditions(p: &mut Pass<'_>, credentials_checked: bool) {
+    let c = &mut p.conds;
+    c.set_if_missing(
+        ctype::APPLY_JOB_SUCCEEDED,
+        ConditionStatus::Unknown,
+        reasons::NO_APPLY_YET,
+        "The first apply has not completed yet",
+    );
+    c.set_if_missing(
+        ctype::DRIFT_JOB_SUCCEEDED,
+        ConditionStatus::Unknown,
+        reasons::DRIFT_NOT_CHECKED,
+        "No drift check yet",
+    );
+    c.set_if_missing(
+        ctype::DRIFT_DETECTED,
+        ConditionStatus::Unknown,
+        reasons::DRIFT_NOT_CHECKED,
+        "No drift check yet",
+    );
+    c.set_if_missing(
+        ctype::STATE_READABLE,
+        ConditionStatus::Unknown,
+        reasons::STATE_NOT_FOUND,
+        "No state yet",
+    );
+    if !p.draft.provisioned() && c.get(ctype::INFRASTRUCTURE_HEALTHY).is_none() {
+        c.set(
+            ctype::INFRASTRUCTURE_HEALTHY,
+            ConditionStatus::Unknown,
+            reasons::WAITING_FOR_PROVISIONING,
+            "Waiting for the first apply",
+        );
+    }
+    if !credentials_checked {
+        c.set_if_missing(
+            ctype::IDENTITY_ALLOWED,
+            ConditionStatus::Unknown,
+            reasons::IDENTITY_CHECK_FAILED,
+            "Not checked yet: the object has no owner or is paused",
+        );
+        c.set_if_missing(
+            ctype::CREDENTIALS_MIRRORED,
+            ConditionStatus::Unknown,
+            reasons::MIRROR_PENDING,
+            "Not mirrored yet",
+        );
+    }
+}
+
+/// Deletion order: a deleting cluster's machines and pools (`DeletionBlocked`).
+async fn dependents(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
+    if p.kind != ObjectKind::Cluster {
+        return Ok(());
+    }
+    let blocked = if p.target.deleting() {
+        workload::dependents(p, &o.cluster_name).await?
+    } else {
+        None
+    };
+    match blocked {
+        Some((machines, pools)) if machines + pools > 0 => {
+            o.dependents = machines + pools;
+            p.conds.set(
+                ctype::DELETION_BLOCKED,
+                ConditionStatus::True,
+                reasons::DEPENDENTS_EXIST,
+                &format!(
+                    "{machines} TerraformMachines and {pools} TerraformMachinePools of Cluster {} still exist",
+                    o.cluster_name
+                ),
+            );
+        }
+        _ => p.conds.set(
+            ctype::DELETION_BLOCKED,
+            ConditionStatus::False,
+            reasons::NOT_BLOCKED,
+            "Nothing blocks deletion",
+        ),
+    }
+    Ok(())
+}
+
+/// The manager-wide and per-object settings `decide` reads.
+pub fn config(p: &Pass<'_>, o: &Observation) -> Config {
+    let (successful, failed) = history_limits(&o.policy);
+    Config {
+        drift_default_interval: p.ctx.settings.drift_default_interval,
+        failed_jobs_history_limit: failed,
+        successful_jobs_history_limit: successful,
+        membership_interval: Duration::from_secs(60),
+        health_check_interval: None,
+        cluster_operation_gate: p.ctx.settings.cluster_operation_gate,
+    }
+}
+
+/// The plain value `decide` reads. The "last" times come from the live Job list, not from a
+/// status the cache may not show yet.
+pub fn observed(p: &Pass<'_>, o: &Observation) -> Observed {
+    let records = &o.books.records;
+    let last_success = |op: Operation| {
+        records
+            .iter()
+            .filter(|r| r.operation == op && r.outcome == Some(JobOutcome::Succeeded))
+            .filter_map(|r| r.finished)
+            .max()
+    };
+    let from_status = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+        t.map(|t| SystemTime::from(t.0))
+    };
+    let w = p.draft.workload();
+    let applied_state = o.summary.as_ref().filter(|s| s.inputs_hash.is_some());
+    let last = LastTimes {
+        apply: last_success(Operation::Apply).or_else(|| applied_state.and(o.state_created)),
+        refresh: last_success(Operation::Refresh).max(from_status(w.last_refresh.as_ref())),
+        drift_check: last_success(Operation::Drift).max(from_status(w.last_drift_check.as_ref())),
+        apply_health_definite: o.health_definite,
+    };
+    Observed {
+        kind: p.kind,
+        uid: p.uid.clone(),
+        mutable: workload::mutable(p.kind),
+        provisioned: p.draft.provisioned(),
+        names_cluster: !o.cluster_name.is_empty(),
+        externally_managed: false,
+        deleting: p.target.deleting(),
+        finalizer: o.finalizer,
+        paused: o.owner.paused,
+        owner: o.owner.check,
+        gates: o.gates,
+        jobs: records.clone(),
+        state: o.state.clone(),
+        inputs: o.inputs.clone(),
+        durable_inputs: o.durable.exists(),
+        restore: None,
+        drift: Drift {
+            interval: workload::drift_interval(p.target, o.defaults.as_ref()),
+            action: workload::drift_action(p.target),
+            found: p.conds.status(ctype::DRIFT_DETECTED) == Some("True"),
+            remediation_failures: remediation_failures(records, last.drift_check),
+        },
+        health: o.health,
+        pending_refreshes: w.pending_refreshes.unwrap_or(0).max(0) as u32,
+        last,
+        approvals: approvals(p),
+        leases: Leases::default(),
+        dependents: o.dependents,
+        pool: None,
+        now: p.now,
+    }
+}
+
+fn approvals(p: &Pass<'_>) -> Approvals {
+    Approvals {
+        policy: workload::apply_policy(p.target),
+        plan: match &p.draft {
+            StatusDraft::Cluster(cs) => cs.plan.as_ref().map(|pl| decide::PlanStatus {
+                inputs_hash: pl.inputs_hash.clone(),
+                plan_hash: pl.plan_hash.clone(),
+                has_changes: pl.add.unwrap_or(0) + pl.change.unwrap_or(0) + pl.destroy.unwrap_or(0)
+                    > 0,
+            }),
+            StatusDraft::Machine(_) => None,
+        },
+        approved_plan_hash: p
+            .target
+            .annotation(annotations::APPROVE_PLAN)
+            .map(str::to_owned),
+        approved_destructive_hash: p
+            .target
+            .annotation(annotations::APPROVE_DESTRUCTIVE_PLAN)
+            .map(str::to_owned),
+    }
+}
+
+/// Failed drift-remediation applies since the last successful drift check (Drift and Health
+/// "Report or remediate").
+fn remediation_failures(records: &[JobRecord], since: Option<SystemTime>) -> u32 {
+    records
+        .iter()
+        .filter(|r| {
+            r.operation == Operation::Apply
+                && r.drift_remediation
+                && r.outcome.is_some_and(JobOutcome::counts_as_failure)
+                && since.is_none_or(|s| r.finished.is_some_and(|f| f > s))
+        })
+        .count() as u32
+}
+
+/// A time as the API writes it.
+pub fn to_time(t: SystemTime) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
+    k8s_openapi::jiff::Timestamp::try_from(t)
+        .ok()
+        .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)
+}
