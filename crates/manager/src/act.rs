@@ -79,7 +79,7 @@ pub async fn act(
         Decision::DeleteStuckJob { job } => {
             let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
             delete_opt(&jobs, job).await?;
-            p.outbox.warning(
+            p.announced.warning(
                 events::STUCK_JOB_DELETED,
                 format!(
                     "Job {job} could never start (its per-run Secret is missing) and was deleted"
@@ -252,6 +252,12 @@ async fn start_job(
         restore: None,
     };
     let job_name = job::job_name(&request);
+    // The cache may not show yet a Job a pass just created: a deterministic name that exists is
+    // that Job, started already (its leases and lock are its own; nothing is taken again).
+    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+    if jobs.get_opt(&job_name).await?.is_some() {
+        return Ok(Started::Yes(job_name));
+    }
     if let Some(wait) = take_leases(p, &cluster_name, op, &job_name).await? {
         return Ok(Started::Wait(wait));
     }
@@ -267,16 +273,10 @@ async fn start_job(
         set_block_move(p, true).await?;
     }
     request.force_unlock = force_unlock.as_deref();
-    let new = create_job(p, &request, &rendered).await?;
-    announce(
-        p,
-        start,
-        &job_name,
-        &image,
-        force_unlock.is_some(),
-        expect_plan.as_deref(),
-        new,
-    );
+    if create_job(p, &request, &rendered).await? {
+        let unlock = force_unlock.is_some();
+        announce(p, start, &job_name, &image, unlock, expect_plan.as_deref());
+    }
     Ok(Started::Yes(job_name))
 }
 
@@ -473,7 +473,7 @@ async fn create_job(
 ) -> Result<bool, Error> {
     let built = job::build_job(request);
     for dropped in &built.dropped_env {
-        p.outbox.warning(
+        p.announced.warning(
             events::JOB_ENV_DROPPED,
             format!("spec.jobs.env entry {dropped} is reserved (TF_*/KUBE_*) and was dropped"),
         );
@@ -494,7 +494,7 @@ async fn create_job(
     Ok(new)
 }
 
-/// The events and conditions of a Job start.
+/// The events and conditions of a Job this pass created.
 fn announce(
     p: &mut Pass<'_>,
     start: &StartJob,
@@ -502,19 +502,18 @@ fn announce(
     image: &str,
     force_unlock: bool,
     expect_plan: Option<&str>,
-    new: bool,
 ) {
     let kind = p.kind_name();
     if force_unlock {
         p.ctx.metrics.lock_force_unlock(kind);
-        p.outbox.warning(
+        p.announced.warning(
             events::FORCE_UNLOCKED,
             format!("Job {job_name} force-unlocks a stale state lock left by one of this object's runner pods"),
         );
     }
     if start.reason == decide::StartReason::Apply(decide::ApplyReason::InputsChanged) {
         p.ctx.metrics.inputs_hash_change(kind);
-        p.outbox.normal(
+        p.announced.normal(
             events::INPUTS_CHANGED,
             format!(
                 "The inputs hash changed to {}; a new apply starts",
@@ -529,29 +528,27 @@ fn announce(
             reasons::DRIFT_REMEDIATING,
             &format!("Remediation apply {job_name} is running"),
         );
-        p.outbox.normal(
+        p.announced.normal(
             events::DRIFT_REMEDIATION_STARTED,
             format!("Remediation apply {job_name} started"),
         );
     }
     if let Some(hash) = expect_plan {
-        p.outbox.normal(
+        p.announced.normal(
             events::PLAN_APPROVED,
             format!("Apply Job {job_name} runs the approved plan {hash}"),
         );
     }
-    if new {
-        p.outbox.normal(
-            events::JOB_CREATED,
-            format!(
-                "{} Job {job_name} created (attempt {}, image {image}, reason {})",
-                start.operation.as_str(),
-                start.attempt,
-                report::decision_reason(&Decision::StartJob(start.clone()))
-            ),
-        );
-        info!(kind, namespace = %p.ns, name = %p.name, job = %job_name, "job created");
-    }
+    p.announced.normal(
+        events::JOB_CREATED,
+        format!(
+            "{} Job {job_name} created (attempt {}, image {image}, reason {})",
+            start.operation.as_str(),
+            start.attempt,
+            report::decision_reason(&Decision::StartJob(start.clone()))
+        ),
+    );
+    info!(kind, namespace = %p.ns, name = %p.name, job = %job_name, "job created");
 }
 
 async fn set_block_move(p: &mut Pass<'_>, on: bool) -> Result<(), Error> {
@@ -595,10 +592,14 @@ async fn cleanup(p: &mut Pass<'_>, cluster_name: &str) -> Result<(), Error> {
 pub async fn finish(mut p: Pass<'_>, o: Observation, acted: Acted) -> Result<Action, Error> {
     let drop_finalizer = acted.decision == Decision::DropFinalizer;
     if drop_finalizer {
+        let transitions = p.conds.transitions();
+        p.outbox.for_transitions(&transitions);
         cleanup(&mut p, &o.cluster_name).await?;
     } else if !report::write_status(&mut p).await? {
         // The object changed since the cache showed it (or it is gone): the newer version
-        // wakes this object again; nothing more of this pass is kept.
+        // wakes this object again; of this pass only the writes already made are announced.
+        let reference = p.target.reference();
+        p.announced.publish(p.ctx, &reference).await;
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
@@ -611,6 +612,7 @@ pub async fn finish(mut p: Pass<'_>, o: Observation, acted: Acted) -> Result<Act
     }
     let reference = p.target.reference();
     let ctx = p.ctx;
+    p.announced.publish(ctx, &reference).await;
     p.outbox.publish(ctx, &reference).await;
     Ok(Action::requeue(requeue_after(
         acted.requeue,
@@ -676,6 +678,7 @@ async fn drop_the_finalizer(mut p: Pass<'_>) -> Result<Action, Error> {
     p.ctx.metrics.forget_object(kind, &p.ns, &name);
     let reference = p.target.reference();
     let ctx = p.ctx;
+    p.announced.publish(ctx, &reference).await;
     p.outbox.publish(ctx, &reference).await;
     Ok(Action::await_change())
 }

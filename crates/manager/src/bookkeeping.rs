@@ -408,162 +408,24 @@ pub fn record_conditions(
         .and_then(|r| r.error.as_ref())
         .is_some_and(|e| e.kind == ErrorKind::ImageLayout);
     match op {
-        Operation::Apply | Operation::Destroy | Operation::Plan => {
-            let destroy = op == Operation::Destroy;
-            let (what, ok_reason, failed_reason) = if destroy {
-                (
-                    "Destroy",
-                    reasons::DESTROY_SUCCEEDED,
-                    reasons::DESTROY_FAILED,
-                )
-            } else {
-                ("Apply", reasons::APPLY_SUCCEEDED, reasons::APPLY_FAILED)
-            };
-            match outcome {
-                JobOutcome::Succeeded => {
-                    if op != Operation::Plan {
-                        conds.set(
-                            ctype::APPLY_JOB_SUCCEEDED,
-                            ConditionStatus::True,
-                            ok_reason,
-                            &format!("{what} Job {job} succeeded"),
-                        );
-                    }
-                    outbox.normal(events::JOB_SUCCEEDED, format!("{what} Job {job} succeeded"));
-                }
-                JobOutcome::Failed => {
-                    let reason = if image_layout {
-                        reasons::IMAGE_INVALID
-                    } else {
-                        failed_reason
-                    };
-                    conds.set(
-                        ctype::APPLY_JOB_SUCCEEDED,
-                        ConditionStatus::False,
-                        reason,
-                        &failed_msg(what),
-                    );
-                    outbox.warning(events::JOB_FAILED, failed_msg(what));
-                }
-                JobOutcome::DeadlineExceeded => {
-                    let msg = format!("{what} Job {job} reached its activeDeadlineSeconds");
-                    conds.set(
-                        ctype::APPLY_JOB_SUCCEEDED,
-                        ConditionStatus::False,
-                        reasons::JOB_DEADLINE_EXCEEDED,
-                        &msg,
-                    );
-                    outbox.warning(events::JOB_DEADLINE_EXCEEDED, msg);
-                }
-                JobOutcome::Interrupted => {
-                    outbox.warning(
-                        events::JOB_INTERRUPTED,
-                        format!("{what} Job {job} was interrupted from outside; it is retried without backoff"),
-                    );
-                }
-                JobOutcome::Blocked => {
-                    let resources = result
-                        .and_then(|r| r.plan.as_ref())
-                        .map(|p| p.resources.join(", "))
-                        .unwrap_or_default();
-                    let msg = format!(
-                        "Apply Job {job} stopped before a plan that deletes or replaces resources ({resources}); approve it with the {} annotation naming inputs hash {}",
-                        annotations::APPROVE_DESTRUCTIVE_PLAN,
-                        record.inputs_hash
-                    );
-                    conds.set(
-                        ctype::APPLY_JOB_SUCCEEDED,
-                        ConditionStatus::False,
-                        reasons::DESTRUCTIVE_PLAN_BLOCKED,
-                        &msg,
-                    );
-                    outbox.warning(events::DESTRUCTIVE_PLAN_BLOCKED, msg);
-                }
-                JobOutcome::PlanChanged => {
-                    let msg = format!(
-                        "Apply Job {job} planned differently from the approved plan and stopped"
-                    );
-                    conds.set(
-                        ctype::APPLY_JOB_SUCCEEDED,
-                        ConditionStatus::Unknown,
-                        reasons::PLAN_CHANGED,
-                        &msg,
-                    );
-                    outbox.warning(events::PLAN_CHANGED, msg);
-                }
-            }
-            if record.drift_remediation && op == Operation::Apply {
-                remediation_ended(job, outcome, conds);
-            }
-        }
-        Operation::Drift | Operation::Refresh => {
-            let what = if op == Operation::Drift {
-                "Drift"
-            } else {
-                "Refresh"
-            };
-            match outcome {
-                JobOutcome::Succeeded => {
-                    conds.set(
-                        ctype::DRIFT_JOB_SUCCEEDED,
-                        ConditionStatus::True,
-                        reasons::DRIFT_CHECKED,
-                        &format!("{what} Job {job} succeeded"),
-                    );
-                    outbox.normal(events::JOB_SUCCEEDED, format!("{what} Job {job} succeeded"));
-                    if op == Operation::Drift
-                        && let Some(d) = result.and_then(|r| r.drift.as_ref())
-                    {
-                        if d.detected {
-                            let reason = if drift_remediate {
-                                reasons::DRIFT_PENDING
-                            } else {
-                                reasons::DRIFT_REPORTED
-                            };
-                            conds.set(
-                                ctype::DRIFT_DETECTED,
-                                ConditionStatus::True,
-                                reason,
-                                &format!(
-                                    "Drift found: {} to add, {} to change, {} to destroy",
-                                    d.add, d.change, d.destroy
-                                ),
-                            );
-                        } else {
-                            conds.set(
-                                ctype::DRIFT_DETECTED,
-                                ConditionStatus::False,
-                                reasons::NO_DRIFT,
-                                "The last drift check found no drift",
-                            );
-                        }
-                    }
-                }
-                JobOutcome::DeadlineExceeded => {
-                    let msg = format!("{what} Job {job} reached its activeDeadlineSeconds");
-                    conds.set(
-                        ctype::DRIFT_JOB_SUCCEEDED,
-                        ConditionStatus::False,
-                        reasons::DRIFT_JOB_DEADLINE_EXCEEDED,
-                        &msg,
-                    );
-                    outbox.warning(events::JOB_DEADLINE_EXCEEDED, msg);
-                }
-                JobOutcome::Interrupted => outbox.warning(
-                    events::JOB_INTERRUPTED,
-                    format!("{what} Job {job} was interrupted from outside"),
-                ),
-                _ => {
-                    conds.set(
-                        ctype::DRIFT_JOB_SUCCEEDED,
-                        ConditionStatus::False,
-                        reasons::DRIFT_JOB_FAILED,
-                        &failed_msg(what),
-                    );
-                    outbox.warning(events::JOB_FAILED, failed_msg(what));
-                }
-            }
-        }
+        Operation::Apply | Operation::Destroy | Operation::Plan => apply_job_conditions(
+            record,
+            result,
+            outcome,
+            image_layout,
+            &failed_msg,
+            conds,
+            outbox,
+        ),
+        Operation::Drift | Operation::Refresh => drift_job_conditions(
+            record,
+            result,
+            outcome,
+            drift_remediate,
+            &failed_msg,
+            conds,
+            outbox,
+        ),
         Operation::Restore => {
             if outcome == JobOutcome::Succeeded {
                 conds.set(
@@ -585,6 +447,189 @@ pub fn record_conditions(
                 );
                 outbox.warning(events::STATE_RESTORE_FAILED, failed_msg("Restore"));
             }
+        }
+    }
+}
+
+/// The Job conditions and events of a finished apply, destroy or plan.
+#[allow(clippy::too_many_arguments)]
+fn apply_job_conditions(
+    record: &JobRecord,
+    result: Option<&ResultDocument>,
+    outcome: JobOutcome,
+    image_layout: bool,
+    failed_msg: &dyn Fn(&str) -> String,
+    conds: &mut Conditions,
+    outbox: &mut Outbox,
+) {
+    let op = record.operation;
+    let job = &record.name;
+    let destroy = op == Operation::Destroy;
+    let (what, ok_reason, failed_reason) = if destroy {
+        (
+            "Destroy",
+            reasons::DESTROY_SUCCEEDED,
+            reasons::DESTROY_FAILED,
+        )
+    } else {
+        ("Apply", reasons::APPLY_SUCCEEDED, reasons::APPLY_FAILED)
+    };
+    match outcome {
+        JobOutcome::Succeeded => {
+            if op != Operation::Plan {
+                conds.set(
+                    ctype::APPLY_JOB_SUCCEEDED,
+                    ConditionStatus::True,
+                    ok_reason,
+                    &format!("{what} Job {job} succeeded"),
+                );
+            }
+            outbox.normal(events::JOB_SUCCEEDED, format!("{what} Job {job} succeeded"));
+        }
+        JobOutcome::Failed => {
+            let reason = if image_layout {
+                reasons::IMAGE_INVALID
+            } else {
+                failed_reason
+            };
+            conds.set(
+                ctype::APPLY_JOB_SUCCEEDED,
+                ConditionStatus::False,
+                reason,
+                &failed_msg(what),
+            );
+            outbox.warning(events::JOB_FAILED, failed_msg(what));
+        }
+        JobOutcome::DeadlineExceeded => {
+            let msg = format!("{what} Job {job} reached its activeDeadlineSeconds");
+            conds.set(
+                ctype::APPLY_JOB_SUCCEEDED,
+                ConditionStatus::False,
+                reasons::JOB_DEADLINE_EXCEEDED,
+                &msg,
+            );
+            outbox.warning(events::JOB_DEADLINE_EXCEEDED, msg);
+        }
+        JobOutcome::Interrupted => {
+            outbox.warning(
+                events::JOB_INTERRUPTED,
+                format!(
+                    "{what} Job {job} was interrupted from outside; it is retried without backoff"
+                ),
+            );
+        }
+        JobOutcome::Blocked => {
+            let resources = result
+                .and_then(|r| r.plan.as_ref())
+                .map(|p| p.resources.join(", "))
+                .unwrap_or_default();
+            let msg = format!(
+                "Apply Job {job} stopped before a plan that deletes or replaces resources ({resources}); approve it with the {} annotation naming inputs hash {}",
+                annotations::APPROVE_DESTRUCTIVE_PLAN,
+                record.inputs_hash
+            );
+            conds.set(
+                ctype::APPLY_JOB_SUCCEEDED,
+                ConditionStatus::False,
+                reasons::DESTRUCTIVE_PLAN_BLOCKED,
+                &msg,
+            );
+            outbox.warning(events::DESTRUCTIVE_PLAN_BLOCKED, msg);
+        }
+        JobOutcome::PlanChanged => {
+            let msg =
+                format!("Apply Job {job} planned differently from the approved plan and stopped");
+            conds.set(
+                ctype::APPLY_JOB_SUCCEEDED,
+                ConditionStatus::Unknown,
+                reasons::PLAN_CHANGED,
+                &msg,
+            );
+            outbox.warning(events::PLAN_CHANGED, msg);
+        }
+    }
+    if record.drift_remediation && op == Operation::Apply {
+        remediation_ended(job, outcome, conds);
+    }
+}
+
+/// The Job conditions and events of a finished drift check or refresh.
+#[allow(clippy::too_many_arguments)]
+fn drift_job_conditions(
+    record: &JobRecord,
+    result: Option<&ResultDocument>,
+    outcome: JobOutcome,
+    drift_remediate: bool,
+    failed_msg: &dyn Fn(&str) -> String,
+    conds: &mut Conditions,
+    outbox: &mut Outbox,
+) {
+    let op = record.operation;
+    let job = &record.name;
+    let what = if op == Operation::Drift {
+        "Drift"
+    } else {
+        "Refresh"
+    };
+    match outcome {
+        JobOutcome::Succeeded => {
+            conds.set(
+                ctype::DRIFT_JOB_SUCCEEDED,
+                ConditionStatus::True,
+                reasons::DRIFT_CHECKED,
+                &format!("{what} Job {job} succeeded"),
+            );
+            outbox.normal(events::JOB_SUCCEEDED, format!("{what} Job {job} succeeded"));
+            if op == Operation::Drift
+                && let Some(d) = result.and_then(|r| r.drift.as_ref())
+            {
+                if d.detected {
+                    let reason = if drift_remediate {
+                        reasons::DRIFT_PENDING
+                    } else {
+                        reasons::DRIFT_REPORTED
+                    };
+                    conds.set(
+                        ctype::DRIFT_DETECTED,
+                        ConditionStatus::True,
+                        reason,
+                        &format!(
+                            "Drift found: {} to add, {} to change, {} to destroy",
+                            d.add, d.change, d.destroy
+                        ),
+                    );
+                } else {
+                    conds.set(
+                        ctype::DRIFT_DETECTED,
+                        ConditionStatus::False,
+                        reasons::NO_DRIFT,
+                        "The last drift check found no drift",
+                    );
+                }
+            }
+        }
+        JobOutcome::DeadlineExceeded => {
+            let msg = format!("{what} Job {job} reached its activeDeadlineSeconds");
+            conds.set(
+                ctype::DRIFT_JOB_SUCCEEDED,
+                ConditionStatus::False,
+                reasons::DRIFT_JOB_DEADLINE_EXCEEDED,
+                &msg,
+            );
+            outbox.warning(events::JOB_DEADLINE_EXCEEDED, msg);
+        }
+        JobOutcome::Interrupted => outbox.warning(
+            events::JOB_INTERRUPTED,
+            format!("{what} Job {job} was interrupted from outside"),
+        ),
+        _ => {
+            conds.set(
+                ctype::DRIFT_JOB_SUCCEEDED,
+                ConditionStatus::False,
+                reasons::DRIFT_JOB_FAILED,
+                &failed_msg(what),
+            );
+            outbox.warning(events::JOB_FAILED, failed_msg(what));
         }
     }
 }

@@ -343,6 +343,57 @@ fn managed() -> watcher::Config {
     watcher::Config::default().labels(&format!("{}=true", labels::MANAGED))
 }
 
+/// The watches of the caches, as they are started.
+type Watches = Vec<futures::future::BoxFuture<'static, ()>>;
+
+/// Starts a watch of `api` that fills `writer`'s store and calls `on_event` after each event;
+/// managed fields are dropped (never read, and large).
+fn inform_into<K>(
+    watches: &mut Watches,
+    writer: Writer<K>,
+    api: Api<K>,
+    config: watcher::Config,
+    what: &'static str,
+    on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let events = watcher(api, config)
+        .default_backoff()
+        .modify(|o| o.meta_mut().managed_fields = None);
+    watches.push(inform(events, writer, what, on_event).boxed());
+}
+
+/// [`inform_into`] a new store, returned.
+fn informed<K>(
+    watches: &mut Watches,
+    api: Api<K>,
+    config: watcher::Config,
+    what: &'static str,
+    on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    inform_into(watches, writer, api, config, what, on_event);
+    store
+}
+
+fn ignore<K>(_: &watcher::Event<K>) {}
+
 /// The caches, the triggers they feed, and the future that runs their watches (it never ends;
 /// drop it to stop them).
 pub fn start(
@@ -351,18 +402,8 @@ pub fn start(
 ) -> (Caches, Triggers, futures::future::BoxFuture<'static, ()>) {
     let (tc_store, tc_writer) = reflector::store();
     let (tm_store, tm_writer) = reflector::store();
-    let (tmp_store, tmp_writer) = reflector::store();
-    let (cluster_store, cluster_writer) = reflector::store();
     let (machine_store, machine_writer) = reflector::store();
     let (tci_store, tci_writer) = reflector::store();
-    let (job_store, job_writer) = reflector::store();
-    let (pod_store, pod_writer) = reflector::store();
-    let (secret_store, secret_writer) = reflector::store();
-    let (sa_store, sa_writer) = reflector::store();
-    let (rb_store, rb_writer) = reflector::store();
-    let (lease_store, lease_writer) = reflector::store();
-    let (ns_store, ns_writer) = reflector::store();
-    let (cm_store, cm_writer) = reflector::store();
     let (tc_tx, tc_rx) = unbounded();
     let (tm_tx, tm_rx) = unbounded();
     let (tci_tx, tci_rx) = unbounded();
@@ -386,155 +427,91 @@ pub fn start(
         }
         _ => watcher::Config::default(),
     };
+    let all = watcher::Config::default;
     let c = client;
-    let watches: Vec<futures::future::BoxFuture<'static, ()>> = vec![
-        inform(
-            watcher(api_for::<TerraformCluster>(c, ns), main.clone()).default_backoff(),
-            tc_writer,
-            "terraformclusters",
-            on_terraform_cluster(wake.clone()),
-        )
-        .boxed(),
-        inform(
-            watcher(api_for::<TerraformMachine>(c, ns), main).default_backoff(),
-            tm_writer,
-            "terraformmachines",
-            on_terraform_machine(wake.clone()),
-        )
-        .boxed(),
-        inform(
-            watcher(
-                api_for::<Meta<TerraformMachinePool>>(c, ns),
-                watcher::Config::default(),
-            )
-            .default_backoff()
-            .modify(|o| o.metadata.managed_fields = None),
-            tmp_writer,
-            "terraformmachinepools",
-            on_pool(wake.clone()),
-        )
-        .boxed(),
-        inform(
-            watcher(api_for::<Cluster>(c, ns), watcher::Config::default()).default_backoff(),
-            cluster_writer,
-            "clusters",
-            on_cluster(wake.clone()),
-        )
-        .boxed(),
-        inform(
-            watcher(api_for::<Machine>(c, ns), watcher::Config::default()).default_backoff(),
-            machine_writer,
-            "machines",
-            on_machine(wake.clone()),
-        )
-        .boxed(),
-        inform(
-            watcher(
-                Api::<TerraformClusterIdentity>::all(c.clone()),
-                watcher::Config::default(),
-            )
-            .default_backoff(),
-            tci_writer,
-            "terraformclusteridentities",
-            on_identity(wake.clone()),
-        )
-        .boxed(),
-        inform(
-            watcher(api_for::<Job>(c, ns), managed()).default_backoff(),
-            job_writer,
-            "jobs",
-            on_job(wake.clone()),
-        )
-        .boxed(),
-        inform(
-            watcher(api_for::<Pod>(c, ns), managed()).default_backoff(),
-            pod_writer,
-            "pods",
-            |_: &watcher::Event<Pod>| {},
-        )
-        .boxed(),
-        inform(
-            watcher(
-                Api::<Meta<Secret>>::all(c.clone()),
-                watcher::Config::default(),
-            )
-            .default_backoff()
-            .modify(|o| o.metadata.managed_fields = None),
-            secret_writer,
-            "secrets",
-            on_secret(wake.clone()),
-        )
-        .boxed(),
-        inform(
-            watcher(
-                api_for::<Meta<ServiceAccount>>(c, ns),
-                watcher::Config::default(),
-            )
-            .default_backoff()
-            .modify(|o| o.metadata.managed_fields = None),
-            sa_writer,
-            "serviceaccounts",
-            |_: &watcher::Event<Meta<ServiceAccount>>| {},
-        )
-        .boxed(),
-        inform(
-            watcher(
-                api_for::<RoleBinding>(c, ns),
-                watcher::Config::default().fields(&format!("metadata.name={RUNNER}")),
-            )
-            .default_backoff(),
-            rb_writer,
-            "rolebindings",
-            |_: &watcher::Event<RoleBinding>| {},
-        )
-        .boxed(),
-        inform(
-            watcher(api_for::<Lease>(c, ns), managed()).default_backoff(),
-            lease_writer,
-            "leases",
-            on_lease(wake.clone()),
-        )
-        .boxed(),
-        inform(
-            watcher(
-                Api::<Meta<Namespace>>::all(c.clone()),
-                watcher::Config::default(),
-            )
-            .default_backoff()
-            .modify(|o| o.metadata.managed_fields = None),
-            ns_writer,
-            "namespaces",
-            on_namespace(wake.clone()),
-        )
-        .boxed(),
-        inform(
-            watcher(
-                api_for::<Meta<ConfigMap>>(c, ns),
-                watcher::Config::default().labels(&format!("{}=true", labels::VARIABLES)),
-            )
-            .default_backoff()
-            .modify(|o| o.metadata.managed_fields = None),
-            cm_writer,
-            "configmaps",
-            on_variables_source::<ConfigMap>(wake.clone(), "ConfigMap"),
-        )
-        .boxed(),
-    ];
+    let w = &mut Watches::new();
+    let tcs = api_for::<TerraformCluster>(c, ns);
+    inform_into(
+        w,
+        tc_writer,
+        tcs,
+        main.clone(),
+        "terraformclusters",
+        on_terraform_cluster(wake.clone()),
+    );
+    let tms = api_for::<TerraformMachine>(c, ns);
+    inform_into(
+        w,
+        tm_writer,
+        tms,
+        main,
+        "terraformmachines",
+        on_terraform_machine(wake.clone()),
+    );
+    let machines = api_for::<Machine>(c, ns);
+    inform_into(
+        w,
+        machine_writer,
+        machines,
+        all(),
+        "machines",
+        on_machine(wake.clone()),
+    );
+    let tcis = Api::<TerraformClusterIdentity>::all(c.clone());
+    inform_into(
+        w,
+        tci_writer,
+        tcis,
+        all(),
+        "identities",
+        on_identity(wake.clone()),
+    );
+    let pools = api_for::<Meta<TerraformMachinePool>>(c, ns);
+    let terraform_machine_pools = informed(w, pools, all(), "pools", on_pool(wake.clone()));
+    let clusters = informed(
+        w,
+        api_for(c, ns),
+        all(),
+        "clusters",
+        on_cluster(wake.clone()),
+    );
+    let jobs = informed(w, api_for(c, ns), managed(), "jobs", on_job(wake.clone()));
+    let pods = informed(w, api_for::<Pod>(c, ns), managed(), "pods", ignore);
+    let secrets = Api::<Meta<Secret>>::all(c.clone());
+    let secrets = informed(w, secrets, all(), "secrets", on_secret(wake.clone()));
+    let sas = api_for::<Meta<ServiceAccount>>(c, ns);
+    let service_accounts = informed(w, sas, all(), "serviceaccounts", ignore);
+    let runner = all().fields(&format!("metadata.name={RUNNER}"));
+    let rbs = api_for::<RoleBinding>(c, ns);
+    let role_bindings = informed(w, rbs, runner, "rolebindings", ignore);
+    let leases = informed(
+        w,
+        api_for(c, ns),
+        managed(),
+        "leases",
+        on_lease(wake.clone()),
+    );
+    let nss = Api::<Meta<Namespace>>::all(c.clone());
+    let namespaces = informed(w, nss, all(), "namespaces", on_namespace(wake.clone()));
+    let variables = all().labels(&format!("{}=true", labels::VARIABLES));
+    let cms = api_for::<Meta<ConfigMap>>(c, ns);
+    let on_cm = on_variables_source::<ConfigMap>(wake, "ConfigMap");
+    let variable_config_maps = informed(w, cms, variables, "configmaps", on_cm);
     let caches = Caches {
         terraform_clusters: tc_store,
         terraform_machines: tm_store,
-        terraform_machine_pools: tmp_store,
-        clusters: cluster_store,
+        terraform_machine_pools,
+        clusters,
         machines: machine_store,
         identities: tci_store,
-        jobs: job_store,
-        pods: pod_store,
-        secrets: secret_store,
-        service_accounts: sa_store,
-        role_bindings: rb_store,
-        leases: lease_store,
-        namespaces: ns_store,
-        variable_config_maps: cm_store,
+        jobs,
+        pods,
+        secrets,
+        service_accounts,
+        role_bindings,
+        leases,
+        namespaces,
+        variable_config_maps,
         decoded,
     };
     let triggers = Triggers {
@@ -543,7 +520,9 @@ pub fn start(
         identities: tci_rx,
         departures: gone_rx,
     };
-    let run = futures::future::join_all(watches).map(drop).boxed();
+    let run = futures::future::join_all(std::mem::take(w))
+        .map(drop)
+        .boxed();
     (caches, triggers, run)
 }
 

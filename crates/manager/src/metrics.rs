@@ -379,6 +379,195 @@ fn kind_op(kind: &str, op: &str) -> KindOpLabels {
     }
 }
 
+/// Registers the Job and decision metrics. Counters are registered without `_total`: the
+/// encoder appends it.
+fn register_job_metrics(inner: &mut Inner) {
+    let r = &mut inner.registry;
+    r.register(
+        "captf_jobs",
+        "Completed Jobs by kind, operation and result",
+        inner.jobs.clone(),
+    );
+    r.register(
+        "captf_job_duration_seconds",
+        "Job wall time from start to finish",
+        inner.job_duration.clone(),
+    );
+    r.register(
+        "captf_job_step_duration_seconds",
+        "Time of one runner step",
+        inner.step_duration.clone(),
+    );
+    r.register(
+        "captf_job_queue_seconds",
+        "Time from Job creation to its source container starting",
+        inner.queue.clone(),
+    );
+    r.register(
+        "captf_job_errors",
+        "Jobs that did not succeed, by error kind and failed step",
+        inner.job_errors.clone(),
+    );
+    r.register(
+        "captf_jobs_active",
+        "Jobs running now",
+        inner.jobs_active.clone(),
+    );
+    r.register(
+        "captf_job_attempts",
+        "Jobs an operation took to succeed: 1 plus the failures since its previous success",
+        inner.attempts.clone(),
+    );
+    r.register(
+        "captf_resources_changed",
+        "Resources changed by applies and destroys",
+        inner.resources_changed.clone(),
+    );
+    r.register(
+        "captf_drift_resources",
+        "Drifted resources found",
+        inner.drift_resources.clone(),
+    );
+    r.register(
+        "captf_reconcile_op_decisions",
+        "Operations reconciles chose (none for nothing) and why",
+        inner.decisions.clone(),
+    );
+    r.register(
+        "captf_state_read_errors",
+        "Times state newly became unreadable",
+        inner.state_read_errors.clone(),
+    );
+    r.register(
+        "captf_outputs_invalid",
+        "Times module outputs newly became invalid",
+        inner.outputs_invalid.clone(),
+    );
+}
+
+/// Registers the per-object, per-event and controller-runtime metrics.
+fn register_object_metrics(inner: &mut Inner) {
+    let r = &mut inner.registry;
+    r.register(
+        "captf_drift_detected",
+        "1 while DriftDetected is True, else 0",
+        inner.drift_detected.clone(),
+    );
+    r.register(
+        "captf_ready",
+        "Ready condition: 1 True, 0 False, -1 Unknown",
+        inner.ready.clone(),
+    );
+    r.register(
+        "captf_infrastructure_healthy",
+        "InfrastructureHealthy condition: 1 True, 0 False, -1 Unknown",
+        inner.infrastructure_healthy.clone(),
+    );
+    r.register(
+        "captf_state_resources",
+        "Managed resources in the last state read",
+        inner.state_resources.clone(),
+    );
+    r.register(
+        "captf_state_bytes",
+        "Compressed state size summed over its Secrets",
+        inner.state_bytes.clone(),
+    );
+    r.register(
+        "captf_inputs_bytes",
+        "Size of the rendered main.tf.json and terraform.tfvars.json",
+        inner.inputs_bytes.clone(),
+    );
+    r.register(
+        "captf_last_success_timestamp_seconds",
+        "Unix time of the newest successful Job per operation",
+        inner.last_success.clone(),
+    );
+    r.register(
+        "captf_unhealthy_samples",
+        "Consecutive unhealthy health samples of a TerraformMachine",
+        inner.unhealthy_samples.clone(),
+    );
+    r.register(
+        "captf_lock_force_unlocks",
+        "Stale state locks force-unlocked",
+        inner.force_unlocks.clone(),
+    );
+    r.register(
+        "captf_identity_denied",
+        "Identity refusals",
+        inner.identity_denied.clone(),
+    );
+    r.register(
+        "captf_image_inspect_errors",
+        "Failures reading a module image to resolve template capacity",
+        inner.image_inspect_errors.clone(),
+    );
+    r.register(
+        "captf_inputs_hash_changes",
+        "Applies started because a mutable object's inputs changed",
+        inner.inputs_hash_changes.clone(),
+    );
+    r.register(
+        "captf_remediation_requests",
+        "remediate-machine annotations set or withdrawn",
+        inner.remediation_requests.clone(),
+    );
+    r.register(
+        "captf_destructive_plan_approvals_consumed",
+        "Destructive plan approvals removed after a successful apply",
+        inner.approvals_consumed.clone(),
+    );
+    r.register(
+        "captf_lease_waits",
+        "Waits started for a lease",
+        inner.lease_waits.clone(),
+    );
+    r.register(
+        "captf_state_backups",
+        "State backups taken, pruned or skipped",
+        inner.state_backups.clone(),
+    );
+    r.register(
+        "captf_state_restores",
+        "State restores by result",
+        inner.state_restores.clone(),
+    );
+    r.register(
+        "captf_plan_approvals",
+        "Approved plans applied, or changed since approval",
+        inner.plan_approvals.clone(),
+    );
+    let build = Family::<BuildLabels, Gauge>::default();
+    r.register(
+        "captf_build_info",
+        "Build information, always 1",
+        build.clone(),
+    );
+    build
+        .get_or_create(&BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            commit: option_env!("CAPTF_COMMIT").unwrap_or("unknown"),
+            contract: contract::inputs::CONTRACT_VERSION,
+        })
+        .set(1);
+    r.register(
+        "controller_runtime_reconcile",
+        "Reconciles per controller and result",
+        inner.reconciles.clone(),
+    );
+    r.register(
+        "controller_runtime_reconcile_errors",
+        "Reconcile errors per controller",
+        inner.reconcile_errors.clone(),
+    );
+    r.register(
+        "controller_runtime_reconcile_time_seconds",
+        "Time of one reconcile per controller",
+        inner.reconcile_time.clone(),
+    );
+}
+
 impl Metrics {
     /// A fresh registry with every metric registered and `captf_build_info` set.
     pub fn new() -> Self {
@@ -418,186 +607,8 @@ impl Metrics {
             reconcile_errors: Family::default(),
             reconcile_time: Family::new_with_constructor(reconcile_histogram),
         };
-        let r = &mut inner.registry;
-        // Counters are registered without `_total`: the encoder appends it.
-        r.register(
-            "captf_jobs",
-            "Completed Jobs by kind, operation and result",
-            inner.jobs.clone(),
-        );
-        r.register(
-            "captf_job_duration_seconds",
-            "Job wall time from start to finish",
-            inner.job_duration.clone(),
-        );
-        r.register(
-            "captf_job_step_duration_seconds",
-            "Time of one runner step",
-            inner.step_duration.clone(),
-        );
-        r.register(
-            "captf_job_queue_seconds",
-            "Time from Job creation to its source container starting",
-            inner.queue.clone(),
-        );
-        r.register(
-            "captf_job_errors",
-            "Jobs that did not succeed, by error kind and failed step",
-            inner.job_errors.clone(),
-        );
-        r.register(
-            "captf_jobs_active",
-            "Jobs running now",
-            inner.jobs_active.clone(),
-        );
-        r.register(
-            "captf_job_attempts",
-            "Jobs an operation took to succeed: 1 plus the failures since its previous success",
-            inner.attempts.clone(),
-        );
-        r.register(
-            "captf_resources_changed",
-            "Resources changed by applies and destroys",
-            inner.resources_changed.clone(),
-        );
-        r.register(
-            "captf_drift_resources",
-            "Drifted resources found",
-            inner.drift_resources.clone(),
-        );
-        r.register(
-            "captf_reconcile_op_decisions",
-            "Operations reconciles chose (none for nothing) and why",
-            inner.decisions.clone(),
-        );
-        r.register(
-            "captf_state_read_errors",
-            "Times state newly became unreadable",
-            inner.state_read_errors.clone(),
-        );
-        r.register(
-            "captf_outputs_invalid",
-            "Times module outputs newly became invalid",
-            inner.outputs_invalid.clone(),
-        );
-        r.register(
-            "captf_drift_detected",
-            "1 while DriftDetected is True, else 0",
-            inner.drift_detected.clone(),
-        );
-        r.register(
-            "captf_ready",
-            "Ready condition: 1 True, 0 False, -1 Unknown",
-            inner.ready.clone(),
-        );
-        r.register(
-            "captf_infrastructure_healthy",
-            "InfrastructureHealthy condition: 1 True, 0 False, -1 Unknown",
-            inner.infrastructure_healthy.clone(),
-        );
-        r.register(
-            "captf_state_resources",
-            "Managed resources in the last state read",
-            inner.state_resources.clone(),
-        );
-        r.register(
-            "captf_state_bytes",
-            "Compressed state size summed over its Secrets",
-            inner.state_bytes.clone(),
-        );
-        r.register(
-            "captf_inputs_bytes",
-            "Size of the rendered main.tf.json and terraform.tfvars.json",
-            inner.inputs_bytes.clone(),
-        );
-        r.register(
-            "captf_last_success_timestamp_seconds",
-            "Unix time of the newest successful Job per operation",
-            inner.last_success.clone(),
-        );
-        r.register(
-            "captf_unhealthy_samples",
-            "Consecutive unhealthy health samples of a TerraformMachine",
-            inner.unhealthy_samples.clone(),
-        );
-        r.register(
-            "captf_lock_force_unlocks",
-            "Stale state locks force-unlocked",
-            inner.force_unlocks.clone(),
-        );
-        r.register(
-            "captf_identity_denied",
-            "Identity refusals",
-            inner.identity_denied.clone(),
-        );
-        r.register(
-            "captf_image_inspect_errors",
-            "Failures reading a module image to resolve template capacity",
-            inner.image_inspect_errors.clone(),
-        );
-        r.register(
-            "captf_inputs_hash_changes",
-            "Applies started because a mutable object's inputs changed",
-            inner.inputs_hash_changes.clone(),
-        );
-        r.register(
-            "captf_remediation_requests",
-            "remediate-machine annotations set or withdrawn",
-            inner.remediation_requests.clone(),
-        );
-        r.register(
-            "captf_destructive_plan_approvals_consumed",
-            "Destructive plan approvals removed after a successful apply",
-            inner.approvals_consumed.clone(),
-        );
-        r.register(
-            "captf_lease_waits",
-            "Waits started for a lease",
-            inner.lease_waits.clone(),
-        );
-        r.register(
-            "captf_state_backups",
-            "State backups taken, pruned or skipped",
-            inner.state_backups.clone(),
-        );
-        r.register(
-            "captf_state_restores",
-            "State restores by result",
-            inner.state_restores.clone(),
-        );
-        r.register(
-            "captf_plan_approvals",
-            "Approved plans applied, or changed since approval",
-            inner.plan_approvals.clone(),
-        );
-        let build = Family::<BuildLabels, Gauge>::default();
-        r.register(
-            "captf_build_info",
-            "Build information, always 1",
-            build.clone(),
-        );
-        build
-            .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION"),
-                commit: option_env!("CAPTF_COMMIT").unwrap_or("unknown"),
-                contract: contract::inputs::CONTRACT_VERSION,
-            })
-            .set(1);
-        r.register(
-            "controller_runtime_reconcile",
-            "Reconciles per controller and result",
-            inner.reconciles.clone(),
-        );
-        r.register(
-            "controller_runtime_reconcile_errors",
-            "Reconcile errors per controller",
-            inner.reconcile_errors.clone(),
-        );
-        r.register(
-            "controller_runtime_reconcile_time_seconds",
-            "Time of one reconcile per controller",
-            inner.reconcile_time.clone(),
-        );
+        register_job_metrics(&mut inner);
+        register_object_metrics(&mut inner);
         Self {
             inner: Arc::new(inner),
         }

@@ -296,7 +296,8 @@ async fn credentials(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error>
         wanted,
         &p.target.owner_reference(false),
         &mut p.conds,
-        &mut p.outbox,
+        // Mirror writes are announced whether or not the status write lands.
+        &mut p.announced,
         &p.ctx.metrics,
     )
     .await?

@@ -66,8 +66,12 @@ pub struct Pass<'a> {
     pub before: serde_json::Value,
     /// The conditions being built.
     pub conds: Conditions,
-    /// The events to publish.
+    /// The events to publish with the status (bookkeeping, transitions): dropped when the status
+    /// write does not land, since the next pass reports them again.
     pub outbox: Outbox,
+    /// The events of writes Act already made (a Job created, a stuck Job deleted): published
+    /// whether or not the status write lands, since no later pass repeats them.
+    pub announced: Outbox,
     /// The object's resourceVersion as this pass last saw or wrote it: the precondition of its
     /// writes to the object.
     pub rv: Option<String>,
@@ -100,6 +104,7 @@ impl<'a> Pass<'a> {
             before,
             conds,
             outbox: Outbox::default(),
+            announced: Outbox::default(),
             rv: target.meta().resource_version.clone(),
         }
     }

@@ -74,11 +74,11 @@ pub fn ready(conds: &mut Conditions, inputs: &[&str], provisioned: bool, deletin
 }
 
 /// The one status write of the pass: a merge patch from the status the pass started from to the
-/// one it built, carrying the object's resourceVersion; then the events of the net transitions
-/// are queued. `false` when the object changed meanwhile (or is gone): nothing was written.
+/// one it built, carrying the object's resourceVersion; once it landed, the events of the net
+/// transitions are queued. `false` when the object changed meanwhile (or is gone): nothing was
+/// written.
 pub async fn write_status(p: &mut Pass<'_>) -> Result<bool, Error> {
     let transitions = p.conds.transitions();
-    p.outbox.for_transitions(&transitions);
     let generation = p.target.meta().generation;
     let conds = std::mem::replace(
         &mut p.conds,
@@ -93,6 +93,7 @@ pub async fn write_status(p: &mut Pass<'_>) -> Result<bool, Error> {
     w.conditions = Some(conds.into_list());
     let after = p.draft.to_value();
     let Some(patch) = crate::patch::merge_patch(&p.before, &after) else {
+        p.outbox.for_transitions(&transitions);
         return Ok(true);
     };
     let body = serde_json::json!({
@@ -102,6 +103,7 @@ pub async fn write_status(p: &mut Pass<'_>) -> Result<bool, Error> {
     match p.target.merge_patch(&p.ctx.client, &body, true).await {
         Ok(Some(rv)) => {
             p.rv = Some(rv);
+            p.outbox.for_transitions(&transitions);
             Ok(true)
         }
         Ok(None) => Ok(false),

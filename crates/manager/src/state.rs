@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use api::constants::{annotations, labels};
-use contract::names::{ObjectKind, owner_name_label, state_lock_lease_name, state_secret_name};
+use contract::names::{
+    JobNameParts, ObjectKind, Operation, job_name, owner_name_label, state_lock_lease_name,
+    state_secret_name,
+};
 use contract::state::{StateError, StateSecret, StateSet, StateSummary, read_state};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -198,9 +201,33 @@ pub fn owned_by(labels: Option<&BTreeMap<String, String>>, kind: ObjectKind, nam
     })
 }
 
+/// Whether `pod` is named as a runner pod of one of the object's Jobs, of any operation and
+/// attempt: `captf-<kindshort>-<name>-<op>-a…`, or with the object name hashed as Job names do
+/// when they would be too long (which depends on the operation and the attempt, so both forms
+/// are tried). Used only once neither the pod nor its Job is left to carry labels.
+pub fn named_as_own_pod(pod: &str, kind: ObjectKind, name: &str) -> bool {
+    Operation::ALL.iter().any(|op| {
+        let hashed = job_name(&JobNameParts {
+            kind,
+            name,
+            operation: *op,
+            attempt: u32::MAX,
+            inputs_hash: "",
+            tick: None,
+        });
+        let marker = format!("-{}-a", op.as_str());
+        let plain = format!("captf-{}-{name}{marker}", kind.short());
+        let hashed = hashed
+            .rfind(&marker)
+            .map(|i| format!("{}{marker}", &hashed[..i]));
+        pod.starts_with(&plain) || hashed.is_some_and(|h| pod.starts_with(&h))
+    })
+}
+
 /// Reads the lock Lease and decides whether it is free, stale or held. A lock is stale when its
-/// holder (`Who` is `user@pod`) is one of the object's own runner pods, by the owner labels of
-/// the pod (or, once the pod is gone, of its Job), that is gone or finished.
+/// holder (`Who` is `user@pod`) is one of the object's own runner pods that is gone or finished:
+/// by the owner labels of the pod, or once the pod is gone of its Job, or once both are gone by
+/// the pod's name ([`named_as_own_pod`]).
 pub async fn check_lock(
     client: &kube::Client,
     ns: &str,
@@ -252,9 +279,10 @@ pub async fn check_lock(
         None => match pod_name.rsplit_once('-') {
             Some((job, _)) => {
                 let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-                get_opt(&jobs, job)
-                    .await?
-                    .is_some_and(|j| owned_by(j.metadata.labels.as_ref(), kind, name))
+                match get_opt(&jobs, job).await? {
+                    Some(j) => owned_by(j.metadata.labels.as_ref(), kind, name),
+                    None => named_as_own_pod(pod_name, kind, name),
+                }
             }
             None => false,
         },
@@ -283,7 +311,6 @@ pub async fn remove(client: &kube::Client, ns: &str, suffix: &str) -> kube::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use contract::names::{JobNameParts, Operation, job_name};
 
     /// Stale-lock ownership is by the owner labels, not a name prefix: with a 32-character name a
     /// cluster's apply Job keeps the name while its refresh Job hashes it, so no prefix taken
@@ -316,5 +343,26 @@ mod tests {
         assert!(!owned_by(Some(&labels), ObjectKind::Machine, &name));
         assert!(!owned_by(Some(&labels), ObjectKind::Cluster, "another"));
         assert!(!owned_by(None, ObjectKind::Cluster, &name));
+        // Once pod and Job are both gone, the name still tells, for every operation.
+        assert!(named_as_own_pod(
+            &format!("{refresh}-zzzzz"),
+            ObjectKind::Cluster,
+            &name
+        ));
+        assert!(named_as_own_pod(
+            &format!("{apply}-zzzzz"),
+            ObjectKind::Cluster,
+            &name
+        ));
+        assert!(!named_as_own_pod(
+            &format!("{apply}-zzzzz"),
+            ObjectKind::Machine,
+            &name
+        ));
+        assert!(!named_as_own_pod(
+            "captf-c-other-apply-a1-000000-zzzzz",
+            ObjectKind::Cluster,
+            &name
+        ));
     }
 }
