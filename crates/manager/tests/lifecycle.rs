@@ -620,7 +620,14 @@ async fn the_last_object_moved_away_takes_the_runner_rbac_and_leases_with_it() {
         s >= 1 && r >= 1 && l >= 1,
         "before the move: {s} SAs, {r} RoleBindings, {l} leases"
     );
-    delete_as_clusterctl_move(&client, &ns, "TerraformCluster", "leaving").await;
+    delete_as_clusterctl_move(&client, &ns, "TerraformCluster", "leaving", "leaving").await;
+    eventually(Duration::from_secs(30), "the object gone", || async {
+        get_json_opt(&client, &ns, TC, "TerraformCluster", "leaving")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
     // Well within the periodic sweep (every 10 min, for what is a minute old).
     eventually(Duration::from_secs(15), "nothing of CAPTF left", || async {
         (count().await == (0, 0, 0)).then_some(())

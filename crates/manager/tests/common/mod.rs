@@ -804,16 +804,38 @@ pub async fn capi_control_plane_initialized_condition(client: &Client, ns: &str,
         .unwrap();
 }
 
-/// Removes the finalizers of a Terraform* object and deletes it, as `clusterctl move` does with
-/// the source objects once their copies exist in the target.
-pub async fn delete_as_clusterctl_move(client: &Client, ns: &str, kind: &str, name: &str) {
-    let api_version = "infrastructure.cluster.x-k8s.io/v1alpha1";
-    let api = dynamic(
+/// What `clusterctl move` does to a source object once its copy exists in the target: the
+/// Cluster is paused, then the object is deleted and its finalizers removed, so it goes without
+/// a pass of the manager dropping its finalizer.
+pub async fn delete_as_clusterctl_move(
+    client: &Client,
+    ns: &str,
+    kind: &str,
+    name: &str,
+    cluster: &str,
+) {
+    let clusters = dynamic(
         client,
         ns,
-        &json!({"apiVersion": api_version, "kind": kind}),
+        &json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster"}),
     )
     .await;
+    clusters
+        .patch(
+            cluster,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    let api_version = "infrastructure.cluster.x-k8s.io/v1alpha1";
+    eventually(Duration::from_secs(60), "the object paused", || async {
+        let o = get_json(client, ns, api_version, kind, name).await;
+        (condition(&o, "Paused").map(|c| c.0) == Some("True".to_owned())).then_some(())
+    })
+    .await;
+    delete(client, ns, api_version, kind, name).await;
+    let api = dynamic(client, ns, &json!({"apiVersion": api_version, "kind": kind})).await;
     api.patch(
         name,
         &PatchParams::default(),
@@ -821,5 +843,4 @@ pub async fn delete_as_clusterctl_move(client: &Client, ns: &str, kind: &str, na
     )
     .await
     .unwrap();
-    delete(client, ns, api_version, kind, name).await;
 }
