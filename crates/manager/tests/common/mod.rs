@@ -835,7 +835,12 @@ pub async fn delete_as_clusterctl_move(
     })
     .await;
     delete(client, ns, api_version, kind, name).await;
-    let api = dynamic(client, ns, &json!({"apiVersion": api_version, "kind": kind})).await;
+    let api = dynamic(
+        client,
+        ns,
+        &json!({"apiVersion": api_version, "kind": kind}),
+    )
+    .await;
     api.patch(
         name,
         &PatchParams::default(),
