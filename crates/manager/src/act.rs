@@ -255,7 +255,8 @@ async fn start_job(
     // The cache may not show yet a Job a pass just created: a deterministic name that exists is
     // that Job, started already (its leases and lock are its own; nothing is taken again).
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
-    if jobs.get_opt(&job_name).await?.is_some() {
+    if let Some(existing) = jobs.get_opt(&job_name).await? {
+        ctx.caches.created.add(existing);
         return Ok(Started::Yes(job_name));
     }
     if let Some(wait) = take_leases(p, &cluster_name, op, &job_name).await? {
@@ -434,6 +435,7 @@ async fn write_durable(
         None => api.create(&PostParams::default(), &secret).await?,
     };
     o.durable.written(written);
+    o.durable.remember(&p.ctx.caches, &p.uid);
     record_user_endpoint(p, o).await
 }
 
@@ -484,6 +486,7 @@ async fn create_job(
         Err(e) if is_conflict(&e) => (jobs.get(&job::job_name(request)).await?, false),
         Err(e) => return Err(e.into()),
     };
+    p.ctx.caches.created.add(created.clone());
     let run_secret = job::run_secret(&created, &rendered.main_tf_json, &rendered.tfvars_json);
     let secrets: Api<Secret> = Api::namespaced(p.ctx.client.clone(), &p.ns);
     match secrets.create(&PostParams::default(), &run_secret).await {

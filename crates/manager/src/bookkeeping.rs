@@ -834,6 +834,9 @@ pub async fn after_apply(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Er
         &record.inputs_hash,
     )
     .await?;
+    // The state now records the applied inputs hash: what was decoded from it before is stale,
+    // and the cache may not show the change yet, so the state is read from the API server next.
+    p.ctx.caches.decoded.forget(&format!("{}/state", p.uid));
     p.outbox.normal(
         events::STATE_ADOPTED,
         format!("State adopted with inputs hash {}", record.inputs_hash),
@@ -886,6 +889,7 @@ async fn pin_digest(
         )
         .await?;
     durable.written(updated);
+    durable.remember(&p.ctx.caches, &p.uid);
     p.outbox.normal(
         events::DIGEST_PINNED,
         format!("Image digest {digest} pinned"),

@@ -79,6 +79,34 @@ pub struct Caches {
     pub variable_config_maps: Store<Meta<ConfigMap>>,
     /// What passes decoded from Secrets, by resourceVersion.
     pub decoded: Decoded,
+    /// The Jobs this manager created that the Job cache may not show yet.
+    pub created: Created,
+}
+
+/// The Jobs this manager created, kept until the Job cache shows them: a pass right after the
+/// one that created a Job sees it (read your own writes), even before its watch event arrives.
+#[derive(Clone, Default)]
+pub struct Created(Arc<Mutex<HashMap<String, Arc<Job>>>>);
+
+impl std::fmt::Debug for Created {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Created")
+    }
+}
+
+impl Created {
+    /// Remembers a Job just created (or found created).
+    pub fn add(&self, job: Job) {
+        let key = format!(
+            "{}/{}",
+            job.metadata.namespace.as_deref().unwrap_or_default(),
+            job.metadata.name.as_deref().unwrap_or_default()
+        );
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, Arc::new(job));
+    }
 }
 
 impl std::fmt::Debug for Caches {
@@ -513,6 +541,7 @@ pub fn start(
         namespaces,
         variable_config_maps,
         decoded,
+        created: Created::default(),
     };
     let triggers = Triggers {
         clusters: tc_rx,
@@ -546,6 +575,7 @@ impl Caches {
             namespaces: reflector::store().0,
             variable_config_maps: reflector::store().0,
             decoded: Decoded::default(),
+            created: Created::default(),
         }
     }
 
@@ -585,12 +615,35 @@ impl Caches {
         })
     }
 
-    /// The Jobs of `ns` owned by the object with `uid`.
+    /// The Jobs of `ns` owned by the object with `uid`: the cached ones, and those this manager
+    /// created that the cache does not show yet (forgotten once it does).
     pub fn jobs_of(&self, ns: &str, uid: &str) -> Vec<Arc<Job>> {
-        self.jobs.state_filter(|j| {
+        let owned = |j: &Job| {
             j.metadata.namespace.as_deref() == Some(ns)
                 && j.owner_references().iter().any(|o| o.uid == uid)
-        })
+        };
+        let mut jobs = self.jobs.state_filter(|j| owned(j));
+        let mut created = self
+            .created
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // A Job the cache never showed within five minutes was deleted meanwhile.
+        let fresh = |j: &Job| {
+            j.metadata.creation_timestamp.as_ref().is_some_and(|t| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::SystemTime::from(t.0))
+                    .unwrap_or_default()
+                    < std::time::Duration::from_secs(300)
+            })
+        };
+        created.retain(|_, j| {
+            let cached = jobs.iter().any(|c| c.metadata.name == j.metadata.name)
+                || self.jobs.get(&ObjectRef::from_obj(j.as_ref())).is_some();
+            !cached && fresh(j)
+        });
+        jobs.extend(created.values().filter(|j| owned(j)).cloned());
+        jobs
     }
 }
 

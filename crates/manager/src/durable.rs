@@ -128,6 +128,16 @@ impl Durable {
         self.full = Some(secret);
     }
 
+    /// Keeps what was decoded under the Secret's current resourceVersion (after this pass wrote
+    /// it), so the next pass does not read it again.
+    pub fn remember(&self, caches: &Caches, uid: &str) {
+        if let Some(rv) = self.resource_version() {
+            caches
+                .decoded
+                .put(&format!("{uid}/durable"), &rv, self.kept.clone());
+        }
+    }
+
     /// The rendered root and variables it holds for inputs hash `hash`, read whole once.
     pub async fn rendered(
         &mut self,

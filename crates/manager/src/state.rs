@@ -72,7 +72,8 @@ fn version_of<'a>(metas: impl Iterator<Item = &'a ObjectMeta>) -> String {
 
 /// Reads the state of the object with `uid` and state suffix `suffix`: from what was decoded
 /// before while the cached state Secrets keep their resourceVersions, else listed and decoded
-/// again (the decoded summary is kept, not the Secrets' data).
+/// again (the decoded summary is kept, not the Secrets' data). A pass that changed the state
+/// (adopted it) forgets what was decoded, so the next read lists it from the API server.
 pub async fn observe(
     client: &kube::Client,
     caches: &Caches,

@@ -607,6 +607,8 @@ async fn steady_state_reconcile_requests() {
     identity(&admin, "id-steady", &[ns.as_str()], "planted-steady-1").await;
     let count = Arc::new(AtomicUsize::new(0));
     let counter = count.clone();
+    let made: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let log = made.clone();
     let kc = kube::config::Kubeconfig::read_from(&env.endpoints().kubeconfig).unwrap();
     let config =
         kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
@@ -622,6 +624,8 @@ async fn steady_state_reconcile_requests() {
                     .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
                 if !watch {
                     counter.fetch_add(1, Ordering::SeqCst);
+                    let line = format!("{} {}", req.method(), req.uri().path());
+                    log.lock().unwrap().push(line);
                 }
                 req
             },
@@ -630,7 +634,20 @@ async fn steady_state_reconcile_requests() {
     let mgr = start_manager(&counting, &ns, &images, "manager-steady");
     cluster(&admin, &ns, "steady", "id-steady", &images.cluster).await;
     wait_ready(&admin, &ns, "TerraformCluster", "steady", "True", LONG).await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Steady: the passes that follow the apply (bookkeeping, the state adopted) are over once
+    // the manager made no request for four seconds.
+    let mut last = count.load(Ordering::SeqCst);
+    let mut quiet = 0;
+    for _ in 0..120 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = count.load(Ordering::SeqCst);
+        quiet = if now == last { quiet + 1 } else { 0 };
+        last = now;
+        if quiet >= 4 {
+            break;
+        }
+    }
+    assert!(quiet >= 4, "the manager never settled");
     let passes = |m: &manager::metrics::Metrics| {
         metric(
             &m.encode(),
@@ -651,11 +668,12 @@ async fn steady_state_reconcile_requests() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let used = count.load(Ordering::SeqCst) - before;
     let ran = passes(&mgr.metrics) - passes_before;
+    let requests = made.lock().unwrap()[before..].to_vec();
     eprintln!(
         "STEADY-STATE: {ran} reconciles of a provisioned TerraformCluster made {used} API requests"
     );
     assert!(ran >= 1.0, "the label change reconciled the object");
-    assert_eq!(used, 0, "{used} requests");
+    assert_eq!(used, 0, "{used} requests: {requests:#?}");
     assert_eq!(jobs_of(&admin, &ns, "steady").await.len(), 1);
 }
 
