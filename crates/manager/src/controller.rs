@@ -191,3 +191,30 @@ pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync 
     let ((), (), (), ()) = tokio::join!(tc_run, tm_run, identity_run, sweep_run);
     watches.abort();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failing pass backs off per object, exponentially from 5 s, capped at `--sync-period`,
+    /// with the object's jitter; a success forgets the failures.
+    #[test]
+    fn error_policy_backs_off_per_object_with_jitter() {
+        let cap = Duration::from_secs(600);
+        let within = |d: Duration, base: u64| {
+            d >= Duration::from_secs(base) && d <= Duration::from_secs(base) * 11 / 10
+        };
+        assert!(within(error_delay("a", 1, cap), 5));
+        assert!(within(error_delay("a", 2, cap), 10));
+        assert!(within(error_delay("a", 4, cap), 40));
+        assert_eq!(error_delay("a", 30, cap), cap);
+        assert_ne!(error_delay("a", 3, cap), error_delay("b", 3, cap));
+        let backoff = ErrorBackoff::default();
+        let first = backoff.failed("x", cap);
+        let second = backoff.failed("x", cap);
+        assert!(second > first);
+        assert!(within(backoff.failed("y", cap), 5), "per object");
+        backoff.succeeded("x");
+        assert_eq!(backoff.failed("x", cap), first);
+    }
+}
