@@ -6,8 +6,9 @@
 //! - [`env`] shares one environment per test binary and hands each test its own namespace.
 //! - [`registry`] runs an OCI registry on loopback; [`image`] builds images into it and pulls
 //!   and unpacks them.
-//! - [`kubelet`] is the process kubelet; [`shim`] runs one container; [`fixture`] holds the
-//!   behaviours of the test fixture image.
+//! - [`kubelet`] is the process kubelet; [`shim`] runs one container; [`podnet`] gives pods their
+//!   own network namespaces and addresses; [`fixture`] holds the behaviours of the test fixture
+//!   image.
 
 pub mod control_plane;
 pub mod env;
@@ -15,6 +16,7 @@ pub mod fixture;
 pub mod image;
 pub mod kubelet;
 pub mod net;
+pub mod podnet;
 pub mod registry;
 pub mod shim;
 pub mod testbin;
