@@ -161,5 +161,6 @@ LINT_DIST ?= dist
 release-lint: ## Build the static tfcapi-lint release asset and its checksum file into LINT_DIST.
 	$(STATIC) $(CARGO) build --release --locked -p tfcapi-lint --target $(RUNNER_TARGET)
 	mkdir -p $(LINT_DIST)
-	install -m 0755 $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/release/tfcapi-lint $(LINT_DIST)/tfcapi-lint-linux-amd64
-	cd $(LINT_DIST) && sha256sum tfcapi-lint-*-* | grep -v checksums > tfcapi-lint-checksums.txt && cat tfcapi-lint-checksums.txt
+	$(STRIP) -o $(LINT_DIST)/tfcapi-lint-linux-amd64 $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/release/tfcapi-lint
+	chmod 0755 $(LINT_DIST)/tfcapi-lint-linux-amd64
+	cd $(LINT_DIST) && sha256sum tfcapi-lint-*-* > tfcapi-lint-checksums.txt && cat tfcapi-lint-checksums.txt
