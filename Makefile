@@ -56,8 +56,10 @@ testbin: ## Build the test binaries (kube-apiserver, etcd, tofu, crane, ...) fro
 runner-static: ## Build the static runner (release) that the runner image ships.
 	$(STATIC) $(CARGO) build --release --locked -p runner --target $(RUNNER_TARGET)
 
+# The manager and webhook are built with it, as `make docker-build IMAGE_PROFILE=dev` builds them:
+# one feature set for the static target, so the install test's image build reuses this build.
 runner-static-dev:
-	$(STATIC) $(CARGO) build --locked -p runner --target $(RUNNER_TARGET)
+	$(STATIC) $(CARGO) build --locked -p manager -p webhook -p runner --target $(RUNNER_TARGET)
 
 testenv-deps: ## What the test environment needs from the machine: `ip` (iproute2) for the pod network, installed when missing (root, Debian).
 	@command -v ip >/dev/null || { \
