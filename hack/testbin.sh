@@ -4,7 +4,8 @@
 #
 # Usage:
 #   hack/testbin.sh                 build every tool that is not cached yet
-#   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes)
+#   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes, kustomize,
+#                                   terraform)
 #   hack/testbin.sh --rebuild TOOL  delete TOOL's cached directory first, then build it
 #   hack/testbin.sh --print-env     print KEY=PATH lines (no build; paths may not exist yet)
 #   hack/testbin.sh --list          print "tool version dir" lines (no build)
@@ -16,12 +17,15 @@
 #     etcd-v3.6.16/etcd
 #     kubernetes-v1.36.3/kube-apiserver
 #     kubernetes-v1.36.3/kube-controller-manager
+#     kustomize-v5.8.1/kustomize
+#     terraform-v1.8.5/terraform
 #   <version> is the version of the tool's main module as pinned in
 #   hack/testbin/<tool>/go.mod (the single source of truth; bump it there + `go mod tidy`).
 #
 # --print-env variables (one per binary, plus the root):
 #   CAPTF_TESTBIN, CAPTF_TESTBIN_TOFU, CAPTF_TESTBIN_CRANE, CAPTF_TESTBIN_ETCD,
-#   CAPTF_TESTBIN_KUBE_APISERVER, CAPTF_TESTBIN_KUBE_CONTROLLER_MANAGER
+#   CAPTF_TESTBIN_KUBE_APISERVER, CAPTF_TESTBIN_KUBE_CONTROLLER_MANAGER, CAPTF_TESTBIN_KUSTOMIZE,
+#   CAPTF_TESTBIN_TERRAFORM
 #
 # A tool is "cached" when all of its binaries exist in its directory: nothing is built.
 # Builds go to a temporary directory first and are moved into place at the end, so an
@@ -34,7 +38,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WRAPPERS="$ROOT/hack/testbin"
 TESTBIN="${CAPTF_TESTBIN:-$HOME/.cache/captf/testbin}"
-ALL_TOOLS=(tofu crane etcd kubernetes) # build order: fastest useful first
+ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform) # build order: fastest useful first
 
 # tool -> main module (its version names the directory)
 module_of() {
@@ -43,6 +47,8 @@ module_of() {
     crane) echo github.com/google/go-containerregistry ;;
     etcd) echo go.etcd.io/etcd/server/v3 ;;
     kubernetes) echo k8s.io/kubernetes ;;
+    kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
+    terraform) echo github.com/hashicorp/terraform ;;
     *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
@@ -55,6 +61,8 @@ binaries_of() {
     etcd) echo "etcd=go.etcd.io/etcd/server/v3" ;;
     kubernetes) echo "kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver" \
       "kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager" ;;
+    kustomize) echo "kustomize=sigs.k8s.io/kustomize/kustomize/v5" ;;
+    terraform) echo "terraform=github.com/hashicorp/terraform" ;;
   esac
 }
 
@@ -77,6 +85,12 @@ ldflags_of() {
     tofu)
       # Without dev=no, `tofu version` reports "v1.12.6-dev".
       echo "-X github.com/opentofu/opentofu/version.dev=no" ;;
+    terraform)
+      # Without dev=no, `terraform version` reports "v1.8.5-dev".
+      echo "-X github.com/hashicorp/terraform/version.dev=no" ;;
+    kustomize)
+      # Without it, `kustomize version` reports "(devel)".
+      echo "-X sigs.k8s.io/kustomize/api/provenance.version=$version" ;;
     kubernetes)
       # Without these /version reports v0.0.0-master and Cluster API refuses to start.
       local minor major date

@@ -3,10 +3,11 @@
 
 use anyhow::Context as _;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::control_plane::{self, ControlPlane, Endpoints};
 use crate::kubelet::{Kubelet, KubeletConfig, KubeletInfo, scratch_dir};
+use crate::podnet::PodNetwork;
 use crate::registry::Registry;
 
 /// The repository root (this crate lives at `crates/testenv`).
@@ -30,11 +31,14 @@ pub fn crd_dirs() -> Vec<PathBuf> {
     ]
 }
 
-/// A running test environment. The control plane starts with it; the registry and the process
-/// kubelet start on first use, so tests that only need the API server never pay for them.
+/// A running test environment. The control plane and the pod network start with it; the registry
+/// and the process kubelet start on first use, so tests that only need the API server never pay
+/// for them.
 #[derive(Debug)]
 pub struct TestEnv {
     control_plane: ControlPlane,
+    /// The pod network (see [`crate::podnet`]); its failure fails only the kubelet.
+    network: Result<Arc<PodNetwork>, String>,
     registry: OnceLock<Result<Registry, String>>,
     kubelet: OnceLock<Result<KubeletInfo, String>>,
 }
@@ -78,18 +82,23 @@ impl TestEnv {
         std::thread::Builder::new()
             .name("captf-testenv".into())
             .spawn(|| -> anyhow::Result<TestEnv> {
-                let mut cp = ControlPlane::start(&scratch_dir("captf-testenv")?)?;
+                let network = PodNetwork::create()
+                    .map(Arc::new)
+                    .map_err(|e| format!("the pod network failed to start: {e:#}"));
+                let extra_ips: Vec<_> = network.iter().map(|n| n.gateway()).collect();
+                let mut cp = ControlPlane::start_with(&scratch_dir("captf-testenv")?, &extra_ips)?;
                 cp.install_crds(&crd_dirs())?;
-                Ok(TestEnv::new(cp))
+                Ok(TestEnv::new(cp, network))
             })
             .context("spawning the test environment thread")?
             .join()
             .map_err(|_| anyhow::anyhow!("starting the test environment panicked"))?
     }
 
-    fn new(control_plane: ControlPlane) -> Self {
+    fn new(control_plane: ControlPlane, network: Result<Arc<PodNetwork>, String>) -> Self {
         TestEnv {
             control_plane,
+            network,
             registry: OnceLock::new(),
             kubelet: OnceLock::new(),
         }
@@ -127,12 +136,22 @@ impl TestEnv {
                     let mut cfg =
                         KubeletConfig::new("captf-testenv", self.endpoints().dir.join("kubelet"));
                     cfg.shim_binary = Some(crate::shim::binary_path()?);
+                    cfg.pod_network = Some(self.network.clone().map_err(anyhow::Error::msg)?);
                     Kubelet::start_in_background(&self.endpoints().kubeconfig, cfg)
                 })()
                 .map_err(|e: anyhow::Error| format!("{e:#}"))
             })
             .as_ref()
             .map_err(|e| anyhow::anyhow!("the process kubelet failed to start: {e}"))
+    }
+
+    /// The pod network's gateway: where pods reach the API server, and the source address of
+    /// the API server's connections to pods.
+    pub fn pod_gateway(&self) -> anyhow::Result<std::net::Ipv4Addr> {
+        self.network
+            .as_ref()
+            .map(|n| n.gateway())
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Creates a fresh namespace named `<prefix>-<random>` for one test and returns its name.

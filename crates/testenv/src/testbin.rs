@@ -39,6 +39,18 @@ const TOOLS: &[Tool] = &[
         go_mod: include_str!("../../../hack/testbin/kubernetes/go.mod"),
         binaries: &["kube-apiserver", "kube-controller-manager"],
     },
+    Tool {
+        name: "kustomize",
+        module: "sigs.k8s.io/kustomize/kustomize/v5",
+        go_mod: include_str!("../../../hack/testbin/kustomize/go.mod"),
+        binaries: &["kustomize"],
+    },
+    Tool {
+        name: "terraform",
+        module: "github.com/hashicorp/terraform",
+        go_mod: include_str!("../../../hack/testbin/terraform/go.mod"),
+        binaries: &["terraform"],
+    },
 ];
 
 /// The root directory of the test binaries.
