@@ -945,10 +945,7 @@ async fn pass(target: &Target, ctx: &Context) -> Result<Action, Error> {
                 StatusDraft::Cluster(cs) => cs.plan.as_ref().map(|p| decide::PlanStatus {
                     inputs_hash: p.inputs_hash.clone(),
                     plan_hash: p.plan_hash.clone(),
-                    has_changes: p.add.unwrap_or(0)
-                        + p.change.unwrap_or(0)
-                        + p.destroy.unwrap_or(0)
-                        > 0,
+                    has_changes: contract::plan::plan_hash_has_changes(&p.plan_hash),
                 }),
                 StatusDraft::Machine(_) => None,
             },
