@@ -1629,7 +1629,7 @@ async fn start_job(
     for dropped in &built.dropped_env {
         outbox.warning(
             events::JOB_ENV_DROPPED,
-            format!("spec.jobs.env entry {dropped} is reserved (TF_*/KUBE_*) and was dropped"),
+            format!("spec.jobs.env entry {dropped} is reserved (TF_*, KUBE_* or set by the Job) and was dropped"),
         );
     }
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
