@@ -32,13 +32,10 @@ use crate::workload::{TemplateObjectMeta, WorkspaceSpec};
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "has(self.identityRef)",
-    "message": "spec.identityRef is required on a TerraformCluster"
-}]))]
 pub struct TerraformClusterSpec {
     /// The module image, identity, Job policy and variables. `identityRef` is required on a
-    /// TerraformCluster.
+    /// TerraformCluster (a rule of the TerraformCluster CRD only: a TerraformClusterTemplate may
+    /// leave it to a ClusterClass patch).
     #[serde(flatten)]
     pub workspace: WorkspaceSpec,
     /// The Kubernetes API endpoint of the workload cluster. Set it yourself, or leave it empty

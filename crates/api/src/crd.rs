@@ -2,11 +2,13 @@
 //! `config/crd/bases/`, and the API reference generated from their schemas.
 //!
 //! Generation adds what the derive cannot express: the Cluster API contract label
-//! (`cluster.x-k8s.io/v1beta2: v1alpha1`), the provider label, and clusterctl's move-hierarchy
-//! label on the identity CRD.
+//! (`cluster.x-k8s.io/v1beta2: v1alpha1`), the provider label, clusterctl's move-hierarchy
+//! label on the identity CRD, and the rule that a TerraformCluster names an identity — on the
+//! TerraformCluster's `spec` only, since TerraformClusterTemplate shares the spec type and a
+//! ClusterClass template may leave `identityRef` to a patch.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps,
+    CustomResourceDefinition, JSONSchemaProps, ValidationRule,
 };
 use kube::CustomResourceExt;
 use std::collections::BTreeMap;
@@ -36,8 +38,30 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         if crd.spec.names.kind == "TerraformClusterIdentity" {
             crd_labels.insert(labels::MOVE_HIERARCHY.into(), "true".into());
         }
+        if crd.spec.names.kind == "TerraformCluster" {
+            require_identity_ref(crd);
+        }
     }
     crds
+}
+
+/// The TerraformCluster's `spec` must name an identity.
+fn require_identity_ref(crd: &mut CustomResourceDefinition) {
+    let spec = crd
+        .spec
+        .versions
+        .iter_mut()
+        .filter_map(|v| v.schema.as_mut()?.open_api_v3_schema.as_mut())
+        .filter_map(|root| root.properties.as_mut()?.get_mut("spec"));
+    for spec in spec {
+        spec.x_kubernetes_validations
+            .get_or_insert_with(Vec::new)
+            .push(ValidationRule {
+                rule: "has(self.identityRef)".into(),
+                message: Some("spec.identityRef is required on a TerraformCluster".into()),
+                ..ValidationRule::default()
+            });
+    }
 }
 
 /// The file name `crdgen` writes a CRD to: `<group>_<plural>.yaml`, as Cluster API providers do.

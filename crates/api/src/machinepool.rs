@@ -56,7 +56,8 @@ pub struct TerraformMachinePoolSpec {
     /// Drift checking; a pool's cannot be turned off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<PoolDriftPolicy>,
-    /// Seconds between membership refreshes that keep `providerIDList` current. Defaults to 60.
+    /// Seconds between membership refreshes that keep `providerIDList` current: 15 to 86400
+    /// (anything else, 0 included, is rejected). Unset means 60.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 15, max = 86400))]
     pub membership_refresh_interval_seconds: Option<i32>,

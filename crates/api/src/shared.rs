@@ -140,8 +140,10 @@ pub struct JobPolicy {
     /// 2Gi memory limit, with no CPU limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
-    /// Extra environment of the module container. Names starting with `TF_` or `KUBE_` are
-    /// rejected: the runner owns the runtime's environment.
+    /// Extra environment of the module container. Names starting with `TF_` or `KUBE_`, and the
+    /// names the Job sets itself (`HOME`, `TMPDIR`, `CHECKPOINT_DISABLE`), are admitted with a
+    /// warning and left out of the Job (event `JobEnvDropped`): the runner owns the runtime's
+    /// environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 64))]
     pub env: Option<Vec<EnvVar>>,

@@ -261,6 +261,27 @@ async fn cel_rules_are_enforced_by_the_api_server() {
 }
 
 #[tokio::test]
+async fn identity_ref_is_required_on_a_terraformcluster_only_not_on_its_template() {
+    let mut template = fixture("terraformclustertemplate-full.json");
+    template["spec"]["template"]["spec"]
+        .as_object_mut()
+        .expect("template spec")
+        .remove("identityRef");
+    admit("TerraformClusterTemplate", &template)
+        .await
+        .expect("a template may leave identityRef to a ClusterClass patch");
+    let mut cluster = fixture("terraformcluster-full.json");
+    cluster["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("identityRef");
+    let err = admit("TerraformCluster", &cluster)
+        .await
+        .expect_err("refused");
+    assert!(err.contains("spec.identityRef is required"), "{err}");
+}
+
+#[tokio::test]
 async fn machine_bounds_are_enforced() {
     assert_rejected(
         "TerraformMachine",
@@ -285,6 +306,8 @@ async fn pool_bounds_are_enforced() {
         "terraformmachinepool-full.json",
         &[
             ("/spec/drift/intervalSeconds", json!(0)),
+            // Contract Changelog: 15-86400, rejected below 15 by the CRD schema: 0 included.
+            ("/spec/membershipRefreshIntervalSeconds", json!(0)),
             ("/spec/membershipRefreshIntervalSeconds", json!(14)),
             ("/spec/membershipRefreshIntervalSeconds", json!(86401)),
             ("/spec/providerIDList", json!([""])),

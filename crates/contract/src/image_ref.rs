@@ -3,9 +3,10 @@
 //! police which registry or repository it names). The webhook validates with it; the manager
 //! splits a reference into repository and digest with it when it pins an image.
 //!
-//! The grammar is the OCI distribution one: `[host[:port]/]path[:tag][@algorithm:hex]`, with a
-//! tag or a digest required (the tag is the module version; a bare repository would mean an
-//! implicit `latest`). Path components are lowercase alphanumerics joined by `.`, `_`, `__` or
+//! The grammar is the OCI distribution one: `[host[:port]/]path[:tag][@algorithm:hex]`. A
+//! reference without a tag or a digest is syntactically valid (it means the implicit `latest`);
+//! [`ImageReference::names_version`] tells it apart, so the webhook can warn about it rather than
+//! deny it. Path components are lowercase alphanumerics joined by `.`, `_`, `__` or
 //! runs of `-`; the repository name is at most 255 characters; a tag is 1 to 128 word characters,
 //! dots and dashes, not starting with a dot or dash; a digest of a registered algorithm has that
 //! algorithm's exact length of lowercase hex (`sha256`: 64, `sha384`: 96, `sha512`: 128).
@@ -24,8 +25,6 @@ pub enum ImageError {
     Empty,
     /// More than one `@`.
     MultipleAt,
-    /// Neither a tag nor a digest.
-    NoTagOrDigest,
     /// The repository name is longer than [`MAX_NAME_LENGTH`].
     NameTooLong(usize),
     /// The registry host (and port) is malformed.
@@ -43,9 +42,6 @@ impl fmt::Display for ImageError {
         match self {
             Self::Empty => f.write_str("it is empty"),
             Self::MultipleAt => f.write_str("it contains more than one @"),
-            Self::NoTagOrDigest => f.write_str(
-                "it names neither a tag nor a digest (write repository:tag or repository@sha256:<64 hex digits>)",
-            ),
             Self::NameTooLong(n) => write!(
                 f,
                 "the repository name is {n} characters long; at most {MAX_NAME_LENGTH} are allowed"
@@ -83,7 +79,15 @@ pub struct ImageReference<'a> {
     pub digest: Option<&'a str>,
 }
 
-/// Parses an image reference, requiring a tag or a digest.
+impl ImageReference<'_> {
+    /// Whether the reference names a tag or a digest; without either, a pull takes whatever the
+    /// repository's `latest` tag points at when it runs.
+    pub fn names_version(&self) -> bool {
+        self.tag.is_some() || self.digest.is_some()
+    }
+}
+
+/// Parses an image reference; a tag and a digest are both optional.
 pub fn parse(reference: &str) -> Result<ImageReference<'_>, ImageError> {
     if reference.is_empty() {
         return Err(ImageError::Empty);
@@ -126,9 +130,6 @@ pub fn parse(reference: &str) -> Result<ImageReference<'_>, ImageError> {
         && !is_digest(digest)
     {
         return Err(ImageError::BadDigest(digest.to_owned()));
-    }
-    if tag.is_none() && digest.is_none() {
-        return Err(ImageError::NoTagOrDigest);
     }
     Ok(ImageReference {
         host,
@@ -291,6 +292,19 @@ mod tests {
     }
 
     #[test]
+    fn a_reference_without_tag_or_digest_is_valid_syntax() {
+        let r = parse("ghcr.io/a/b").unwrap();
+        assert_eq!(
+            (r.host, r.path, r.tag, r.digest),
+            (Some("ghcr.io"), "a/b", None, None)
+        );
+        assert!(!r.names_version());
+        assert!(parse("ghcr.io/a/b:v1").unwrap().names_version());
+        assert!(parse(&format!("a@{SHA}")).unwrap().names_version());
+        assert!(parse("localhost:5000/a").is_ok_and(|r| !r.names_version()));
+    }
+
+    #[test]
     fn splits_the_parts() {
         let r = parse("localhost:5000/noop/cluster:dev").unwrap();
         assert_eq!(r.host, Some("localhost:5000"));
@@ -303,7 +317,6 @@ mod tests {
     fn rejects_malformed_references_with_the_reason() {
         let cases: &[(&str, ImageError)] = &[
             ("", ImageError::Empty),
-            ("ghcr.io/a/b", ImageError::NoTagOrDigest),
             ("ghcr.io/A/b:v1", ImageError::BadPathComponent("A".into())),
             (
                 "ghcr.io/a//b:v1",

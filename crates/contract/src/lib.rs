@@ -10,6 +10,7 @@ pub mod hcl;
 pub mod health;
 pub mod image_ref;
 pub mod inputs;
+pub mod job_env;
 pub mod names;
 pub mod outputs;
 pub mod plan;

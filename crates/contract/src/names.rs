@@ -125,6 +125,18 @@ fn short_hash(input: &str, hex_len: usize) -> String {
     full
 }
 
+/// The namespace the provider's components run in by default.
+pub const PROVIDER_NAMESPACE: &str = "captf-system";
+/// The manager's ServiceAccount (its identity towards the API server).
+pub const MANAGER_SERVICE_ACCOUNT: &str = "captf-controller-manager";
+
+/// The user name a ServiceAccount authenticates as: `system:serviceaccount:<namespace>:<name>`.
+/// The webhook compares a request's user against the manager's to let only the manager write a
+/// TerraformMachine's `spec.providerID` the first time.
+pub fn service_account_username(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
+}
+
 /// The backend's `secret_suffix` for an object: the first 16 hex characters of
 /// `sha256("<namespace>/<kind>/<name>")`, a hyphen and the kind code. It ends in a letter, so it
 /// never ends in `-<digits>` (which the backend would read as a chunk index); derived from

@@ -6,8 +6,8 @@
 //! in the document are skipped unread, so no value can leak from a plan into status or logs.
 //!
 //! Counting follows the runtime's own summary line ("Plan: N to add, M to change, K to destroy"):
-//! a replacement in either order is one add and one destroy, `forget, create` is one add and one
-//! forget, a read or no-op is not counted, ephemeral resources are ignored, and the deletion of a
+//! a replacement in either order is one add and one destroy, `forget, create` (OpenTofu) and
+//! `create, forget` (Terraform's CreateThenForget) are one add and one forget, a read or no-op is not counted, ephemeral resources are ignored, and the deletion of a
 //! data source from state is not shown or counted. Imports and moves are counted over the same
 //! changes, as the runtime does when it renders them.
 
@@ -46,8 +46,11 @@ pub enum Action {
     CreateThenDelete,
     /// `["forget"]`: removed from state, left in place.
     Forget,
-    /// `["forget", "create"]`.
+    /// `["forget", "create"]`: OpenTofu's replacement under `lifecycle { destroy = false }`.
     ForgetThenCreate,
+    /// `["create", "forget"]`: Terraform's replacement under `lifecycle { destroy = false }`
+    /// (CreateThenForget, newer Terraform releases).
+    CreateThenForget,
 }
 
 impl Action {
@@ -64,6 +67,7 @@ impl Action {
             ["create", "delete"] => Self::CreateThenDelete,
             ["forget"] => Self::Forget,
             ["forget", "create"] => Self::ForgetThenCreate,
+            ["create", "forget"] => Self::CreateThenForget,
             _ => return None,
         })
     }
@@ -80,11 +84,12 @@ impl Action {
             Self::CreateThenDelete => "create,delete",
             Self::Forget => "forget",
             Self::ForgetThenCreate => "forget,create",
+            Self::CreateThenForget => "create,forget",
         }
     }
 
     /// The one-word label of a `"<address> (<action>)"` entry: create, update, delete, replace,
-    /// read or forget (`forget, create` is a replacement that deletes nothing).
+    /// read or forget (`forget, create` and `create, forget` are replacements that delete nothing).
     pub fn label(self) -> &'static str {
         match self {
             Self::NoOp => "no-op",
@@ -92,7 +97,10 @@ impl Action {
             Self::Read => "read",
             Self::Update => "update",
             Self::Delete => "delete",
-            Self::DeleteThenCreate | Self::CreateThenDelete | Self::ForgetThenCreate => "replace",
+            Self::DeleteThenCreate
+            | Self::CreateThenDelete
+            | Self::ForgetThenCreate
+            | Self::CreateThenForget => "replace",
             Self::Forget => "forget",
         }
     }
@@ -141,6 +149,12 @@ pub struct PlanAnalysis {
 }
 
 impl PlanAnalysis {
+    /// Whether the plan has changes in Plan Approval's sense: its hash is not the empty list's
+    /// (see [`plan_hash_has_changes`]).
+    pub fn has_changes(&self) -> bool {
+        plan_hash_has_changes(&self.hash)
+    }
+
     /// Whether the plan changes any resource (outputs alone do not count).
     pub fn has_resource_changes(&self) -> bool {
         self.changes.iter().any(|c| c.action != Action::Read)
@@ -238,6 +252,21 @@ where
     format!("{PLAN_HASH_PREFIX}{}", hex::encode(hasher.finalize()))
 }
 
+/// The plan hash of the empty change list: what a plan without changes hashes to.
+pub fn empty_plan_hash() -> String {
+    plan_hash(std::iter::empty())
+}
+
+/// Whether a plan with this hash has changes, in the sense Plan Approval gives "no changes": a
+/// plan has none exactly when its hash equals the hash of the empty change list. Nothing else
+/// decides it, not the add/change/destroy counts: a plan that only forgets resources (drops them
+/// from state) has changes and needs an approval under `applyPolicy: Manual`. A move or an import
+/// whose action is `no-op`, and a change of outputs alone, are not hashed (the hash covers the
+/// non-no-op changes), so a plan made only of those has no changes.
+pub fn plan_hash_has_changes(plan_hash: &str) -> bool {
+    plan_hash != empty_plan_hash()
+}
+
 /// Analyses `show -json` output.
 pub fn analyze_plan(json: &[u8]) -> Result<PlanAnalysis, PlanError> {
     if !is_json_object(json) {
@@ -278,7 +307,7 @@ pub fn analyze_plan(json: &[u8]) -> Result<PlanAnalysis, PlanError> {
                 analysis.add += 1;
                 analysis.destroy += 1;
             }
-            Action::ForgetThenCreate => {
+            Action::ForgetThenCreate | Action::CreateThenForget => {
                 analysis.add += 1;
                 analysis.forget += 1;
             }

@@ -16,6 +16,7 @@ use crate::outputs::{RootOutput, RootOutputs};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
@@ -471,15 +472,7 @@ pub fn parse_state_document(document: &[u8]) -> Result<ParsedState, StateError> 
         .outputs
         .unwrap_or_default()
         .into_iter()
-        .map(|(name, o)| {
-            (
-                name,
-                RootOutput {
-                    value: o.value,
-                    sensitive: o.sensitive.unwrap_or(false),
-                },
-            )
-        })
+        .map(|(name, o)| (name, root_output(o)))
         .collect();
     Ok(ParsedState {
         serial,
@@ -511,12 +504,34 @@ struct RawState {
     encryption_version: Option<String>,
 }
 
+/// One root output. Its value is kept as raw JSON text (skipping it does not recurse), so a value
+/// nested deeper than the parser's recursion limit spoils only that output, not the state.
 #[derive(Deserialize)]
 struct RawOutput {
     #[serde(default)]
-    value: Value,
+    value: Option<Box<RawValue>>,
     #[serde(default)]
     sensitive: Option<bool>,
+}
+
+/// Decodes one output's value; a value too deep to decode is null and marked undecodable.
+fn root_output(raw: RawOutput) -> RootOutput {
+    let sensitive = raw.sensitive.unwrap_or(false);
+    let decoded = raw
+        .value
+        .map_or(Ok(Value::Null), |v| serde_json::from_str::<Value>(v.get()));
+    match decoded {
+        Ok(value) => RootOutput {
+            value,
+            sensitive,
+            undecodable: false,
+        },
+        Err(_) => RootOutput {
+            value: Value::Null,
+            sensitive,
+            undecodable: true,
+        },
+    }
 }
 
 /// One entry of `resources`: only its mode is looked at; `instances` and the rest are skipped.

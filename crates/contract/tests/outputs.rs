@@ -411,11 +411,24 @@ fn failure_domain_must_equal_the_requested_one() {
     assert_eq!(d.verdict.reason(), OutputsReason::FailureDomainMismatch);
     assert_eq!(d.verdict.status(), ConditionStatus::False);
     assert_eq!(d.outputs.failure_domain, None);
-    let d = decode_machine_outputs(
-        &machine(json!({"failure_domain": null})),
-        Some("eu-west-1b"),
-    );
-    assert_eq!(d.verdict.reason(), OutputsReason::FailureDomainMismatch);
+}
+
+#[test]
+fn a_requested_failure_domain_with_a_null_output_is_pending_not_a_mismatch() {
+    for output in [json!(null), json!(""), json!("<absent>")] {
+        let d = decode_machine_outputs(
+            &machine(json!({ "failure_domain": output })),
+            Some("eu-west-1b"),
+        );
+        assert_eq!(
+            d.verdict.reason(),
+            OutputsReason::OutputsPending,
+            "{output}"
+        );
+        assert_eq!(d.verdict.pending, vec!["failure_domain"], "{output}");
+        assert!(d.verdict.violations.is_empty(), "{output}");
+        assert_eq!(d.outputs.failure_domain, None);
+    }
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! Plan analysis against plans a real OpenTofu produced (`hack/gen-plan-fixtures.sh`), one test per
 //! rule (Plan Approval, Drift "Read the results", the runner's result document).
 
-use contract::plan::{Action, PlanError, analyze_plan, plan_hash};
+use contract::plan::{
+    Action, PlanError, analyze_plan, empty_plan_hash, plan_hash, plan_hash_has_changes,
+};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -158,6 +160,67 @@ fn moves_and_forgets_are_counted_and_forget_is_not_destructive() {
     assert_eq!((a.moved, a.forget, a.destroy), (1, 1, 0));
     assert!(!a.destructive);
     assert_eq!(a.resources().0, vec!["terraform_data.dropped (forget)"]);
+}
+
+#[test]
+fn a_replacement_that_forgets_is_one_add_and_one_forget_in_either_order() {
+    // OpenTofu writes `forget, create` for a replacement under `lifecycle { destroy = false }`;
+    // newer Terraform releases write `create, forget` (CreateThenForget).
+    for (actions, action) in [
+        (["forget", "create"], Action::ForgetThenCreate),
+        (["create", "forget"], Action::CreateThenForget),
+    ] {
+        let a = analyze_plan(&synthetic(&[("t.kept", "managed", &actions)])).expect("readable");
+        assert_eq!(
+            (a.add, a.change, a.destroy, a.forget),
+            (1, 0, 0, 1),
+            "{actions:?}"
+        );
+        assert!(!a.destructive, "{actions:?}");
+        assert_eq!(a.changes[0].action, action);
+        assert_eq!(a.resources().0, vec!["t.kept (replace)"]);
+        assert_eq!(
+            a.hash,
+            plan_hash(&[contract::plan::PlannedChange {
+                address: "t.kept".into(),
+                action
+            }])
+        );
+        assert_eq!(action.actions_str(), actions.join(","));
+    }
+}
+
+#[test]
+fn no_changes_means_the_plan_hash_is_the_empty_list_hash() {
+    assert_eq!(empty_plan_hash(), empty_hash());
+    assert!(!plan_hash_has_changes(&empty_hash()));
+    // A plan that only forgets resources adds, changes and destroys nothing, yet it has changes:
+    // under applyPolicy Manual it waits for an approval.
+    let forget = analyze_plan(&synthetic(&[("t.dropped", "managed", &["forget"])])).expect("ok");
+    assert_eq!((forget.add, forget.change, forget.destroy), (0, 0, 0));
+    assert!(forget.has_changes());
+    assert!(plan_hash_has_changes(&forget.hash));
+    // Moves and imports without an action are not hashed: alone, they are no changes.
+    let plan = json!({"resource_changes": [
+        {"address": "t.new", "previous_address": "t.old", "mode": "managed", "change": {"actions": ["no-op"]}},
+        {"address": "t.adopted", "mode": "managed", "change": {"actions": ["no-op"], "importing": {"id": "i-1"}}}
+    ]});
+    let a = analyze_plan(plan.to_string().as_bytes()).expect("ok");
+    assert_eq!((a.moved, a.import), (1, 1));
+    assert!(!a.has_changes());
+    assert!(!plan_hash_has_changes(&a.hash));
+    // An import that also updates is hashed by its action.
+    let plan = json!({"resource_changes": [
+        {"address": "t.adopted", "mode": "managed", "change": {"actions": ["update"], "importing": {"id": "i-1"}}}
+    ]});
+    assert!(
+        analyze_plan(plan.to_string().as_bytes())
+            .expect("ok")
+            .has_changes()
+    );
+    // Output changes alone are no changes either.
+    assert!(!fixture("output-only").has_changes());
+    assert!(fixture("move-and-forget").has_changes());
 }
 
 #[test]
@@ -389,6 +452,7 @@ fn arb_actions() -> impl Strategy<Value = Vec<&'static str>> {
         Just(vec!["create", "delete"]),
         Just(vec!["forget"]),
         Just(vec!["forget", "create"]),
+        Just(vec!["create", "forget"]),
     ]
 }
 

@@ -75,7 +75,7 @@ fn invalid_examples_fail_where_they_are_broken() {
             &["/control_plane_endpoint", "/health/state"],
         ),
         ("machine-inputs", &["", "/bootstrap_data"]),
-        ("machine-outputs", &["", "/provider_id", "/addresses"]),
+        ("machine-outputs", &["/provider_id", "/addresses"]),
         ("machinepool-inputs", &["/replicas", "/autoscaling"]),
         (
             "machinepool-outputs",
@@ -130,6 +130,53 @@ fn every_schema_has_both_examples() {
                     .is_file(),
                 "missing {name}.{which}.json"
             );
+        }
+    }
+}
+
+/// The output schemas agree with the decoder: an absent contract output reads as null (OpenTofu
+/// and Terraform drop null root outputs from state), so none is required on its own, and a state
+/// with none of the role's contract outputs at all is `OutputsMissing`.
+#[test]
+fn outputs_schemas_accept_absent_outputs_as_the_decoder_does() {
+    use contract::outputs::{
+        CLUSTER_OUTPUTS, MACHINE_OUTPUTS, MACHINEPOOL_OUTPUTS, OutputsReason, RootOutput,
+        RootOutputs, decode_cluster_outputs, decode_machine_outputs, decode_machinepool_outputs,
+    };
+    fn reason(role: &str, value: &Value) -> OutputsReason {
+        let outputs: RootOutputs = value
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), RootOutput::new(v.clone())))
+            .collect();
+        match role {
+            "cluster" => decode_cluster_outputs(&outputs).verdict.reason(),
+            "machine" => decode_machine_outputs(&outputs, None).verdict.reason(),
+            _ => decode_machinepool_outputs(&outputs).verdict.reason(),
+        }
+    }
+    for (role, names) in [
+        ("cluster", CLUSTER_OUTPUTS),
+        ("machine", MACHINE_OUTPUTS),
+        ("machinepool", MACHINEPOOL_OUTPUTS),
+    ] {
+        let name = format!("{role}-outputs");
+        let v = validator(&name);
+        let full = example(&name, "valid");
+        for absent in names {
+            let mut outputs = full.clone();
+            outputs.as_object_mut().unwrap().remove(*absent);
+            assert!(
+                v.is_valid(&outputs),
+                "{name} without {absent}: {:?}",
+                error_paths(&v, &outputs)
+            );
+            assert_ne!(reason(role, &outputs), OutputsReason::OutputsMissing);
+        }
+        for none in [json!({}), json!({"extra": 1})] {
+            assert_eq!(error_paths(&v, &none), vec![String::new()], "{name} {none}");
+            assert_eq!(reason(role, &none), OutputsReason::OutputsMissing);
         }
     }
 }

@@ -553,3 +553,47 @@ fn a_document_that_is_not_an_object_is_corrupt() {
         Err(StateError::Corrupt(Corruption::Json { .. }))
     ));
 }
+
+/// A state whose `addresses` and `deep` outputs nest `depth` arrays.
+fn state_with_deep_outputs(depth: usize) -> Vec<u8> {
+    let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let mut document = state_json();
+    document["outputs"]["addresses"] = json!({"value": "DEEP", "type": "dynamic"});
+    document["outputs"]["deep"] = json!({"value": "DEEP", "type": "dynamic"});
+    serde_json::to_string(&document)
+        .expect("json")
+        .replace("\"DEEP\"", &nested)
+        .into_bytes()
+}
+
+#[test]
+fn an_output_nested_deeper_than_the_parser_allows_spoils_only_itself() {
+    let document = state_with_deep_outputs(contract::outputs::MAX_OUTPUT_DEPTH + 100);
+    let summary = read_state(live(), &chunked(&gzip(&document), 1)).expect("readable");
+    assert_eq!(summary.serial, 7);
+    assert_eq!(summary.managed_resources, 4);
+    assert!(summary.outputs["deep"].undecodable);
+    assert!(summary.outputs["addresses"].undecodable);
+    assert_eq!(summary.outputs["deep"].value, Value::Null);
+    assert!(!summary.outputs["provider_id"].undecodable);
+    assert_eq!(summary.outputs["provider_id"].value, json!("noop:///ns/m"));
+
+    let decoded = contract::outputs::decode_machine_outputs(&summary.outputs, None);
+    assert_eq!(
+        decoded.verdict.reason(),
+        contract::outputs::OutputsReason::OutputsInvalid
+    );
+    let message = decoded.verdict.message();
+    assert!(
+        message.contains("output addresses cannot be decoded"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("output deep "),
+        "a non-contract output is not reported: {message}"
+    );
+
+    let shallow = state_with_deep_outputs(10);
+    let summary = read_state(live(), &chunked(&gzip(&shallow), 1)).expect("readable");
+    assert!(!summary.outputs["deep"].undecodable);
+}

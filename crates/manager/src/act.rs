@@ -477,7 +477,7 @@ async fn create_job(
     for dropped in &built.dropped_env {
         p.announced.warning(
             events::JOB_ENV_DROPPED,
-            format!("spec.jobs.env entry {dropped} is reserved (TF_*/KUBE_*) and was dropped"),
+            format!("spec.jobs.env entry {dropped} is reserved (TF_*, KUBE_* or set by the Job) and was dropped"),
         );
     }
     let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);

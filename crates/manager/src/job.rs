@@ -187,9 +187,9 @@ pub fn job_name(req: &JobRequest<'_>) -> String {
 }
 
 /// Whether `spec.jobs.env` may not set `name`: the runner and the Job own every `TF_*` and
-/// `KUBE_*` variable.
+/// `KUBE_*` variable and every name the Job sets itself (`contract::job_env`).
 pub fn is_reserved_env_name(name: &str) -> bool {
-    name.starts_with("TF_") || name.starts_with("KUBE_")
+    contract::job_env::reserved_env_name(name).is_some()
 }
 
 /// Builds the Job of one operation, exactly as the Job Environment reference shapes it.

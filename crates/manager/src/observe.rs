@@ -708,8 +708,7 @@ fn approvals(p: &Pass<'_>) -> Approvals {
             StatusDraft::Cluster(cs) => cs.plan.as_ref().map(|pl| decide::PlanStatus {
                 inputs_hash: pl.inputs_hash.clone(),
                 plan_hash: pl.plan_hash.clone(),
-                has_changes: pl.add.unwrap_or(0) + pl.change.unwrap_or(0) + pl.destroy.unwrap_or(0)
-                    > 0,
+                has_changes: contract::plan::plan_hash_has_changes(&pl.plan_hash),
             }),
             StatusDraft::Machine(_) => None,
         },

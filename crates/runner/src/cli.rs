@@ -178,6 +178,10 @@ pub struct RunArgs {
     /// The image's provider mirror, used when it exists.
     #[arg(long, default_value = "/captf/providers")]
     pub providers: PathBuf,
+    /// The identity's credential mount (one file per key); its values are redacted from failure
+    /// summaries. Missing when the object has no identity.
+    #[arg(long, default_value = "/var/run/captf/credentials")]
+    pub credentials: PathBuf,
     /// A `key=value` for init's -backend-config; repeatable.
     #[arg(long = "backend-config", action = ArgAction::Append)]
     pub backend_config: Vec<String>,
@@ -279,7 +283,9 @@ pub fn main() -> i32 {
             let object = match args.event_object() {
                 Ok(o) => o,
                 Err(msg) => {
-                    eprintln!("error: invalid value for '--event-object': {msg}");
+                    let reason = format!("invalid value for '--event-object': {msg}");
+                    eprintln!("error: {reason}");
+                    startup_failure(&args, &reason);
                     return EXIT_USAGE;
                 }
             };
@@ -305,7 +311,8 @@ pub fn main() -> i32 {
     }
 }
 
-/// Writes a result document when the runner cannot even start its runtime.
+/// Writes a minimal result document when the runner cannot even start: an invalid flag value
+/// found after parsing, or no async runtime.
 fn startup_failure(args: &RunArgs, reason: &str) {
     let mut doc = ResultDocument::new(
         args.op.as_str(),

@@ -160,6 +160,9 @@ pub async fn run(args: RunArgs, event_object: Option<EventObject>) -> i32 {
         settings,
         redactor: Redactor::default(),
     };
+    runner
+        .redactor
+        .add_credential_files(&runner.args.credentials);
     let outcome = runner.execute().await;
     runner.finish(outcome, started).await
 }
@@ -284,7 +287,7 @@ impl Runner {
             )?;
         } else {
             let tfvars = root::write_module_root(&self.args.config, &self.root, &self.args.module)?;
-            self.redactor = Redactor::from_tfvars(&tfvars);
+            self.redactor.add_tfvars(&tfvars);
         }
         self.env = rewritten.vars.into_iter().collect();
         info!(root = %self.root.display(), "generated root ready");

@@ -2,8 +2,10 @@
 //! CAPTF keeps out of status, events and logs"): for validate, its JSON diagnostics; for every
 //! other step, the `Error:` header lines of its stderr with ANSI codes stripped; when neither
 //! yields a line, `step <name> exited <code>; see the Job's logs`. At most 512 bytes, never raw
-//! stderr. As a last guard, any string value of the run's `terraform.tfvars.json` long enough to
-//! be recognisable is replaced by `<redacted>` before the summary leaves the runner.
+//! stderr. As a last guard, any string value of the run's `terraform.tfvars.json`, and any value
+//! of the identity's credentials (the files of the credential mount, which hold the same values
+//! as the environment the identity injects), long enough to be recognisable is replaced by
+//! `<redacted>` before the summary leaves the runner.
 
 /// The most bytes a summary holds.
 pub const MAX_SUMMARY_BYTES: usize = 512;
@@ -42,17 +44,63 @@ impl std::fmt::Debug for Redactor {
     }
 }
 
+/// The most bytes of one credential file the redactor reads (credentials are keys, tokens and
+/// certificates; a larger file is read up to this much).
+pub const MAX_CREDENTIAL_FILE_BYTES: u64 = 1 << 20;
+
 impl Redactor {
     /// A redactor for the string values (at any depth) of a tfvars JSON document.
     pub fn from_tfvars(json: &[u8]) -> Self {
-        let mut values = Vec::new();
+        let mut r = Self::default();
+        r.add_tfvars(json);
+        r
+    }
+
+    /// Also redacts the string values (at any depth) of a tfvars JSON document.
+    pub fn add_tfvars(&mut self, json: &[u8]) {
         if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(json) {
-            collect(&doc, &mut values);
+            collect(&doc, &mut self.values);
         }
-        // Longest first, so a value containing another is replaced whole.
-        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        values.dedup();
-        Self { values }
+        self.settle();
+    }
+
+    /// Also redacts the contents of every file directly in `dir`, the identity's credential
+    /// mount (one file per key). A missing directory (no identity) adds nothing; unreadable
+    /// entries and Kubernetes' own `..data` links are skipped.
+    pub fn add_credential_files(&mut self, dir: &std::path::Path) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with("..") {
+                continue;
+            }
+            let path = entry.path();
+            if !path.is_file() {
+                continue;
+            }
+            let Ok(file) = std::fs::File::open(&path) else {
+                continue;
+            };
+            let mut bytes = Vec::new();
+            if std::io::Read::read_to_end(
+                &mut std::io::Read::take(file, MAX_CREDENTIAL_FILE_BYTES),
+                &mut bytes,
+            )
+            .is_ok()
+            {
+                let text = String::from_utf8_lossy(&bytes);
+                push_value(&text, &mut self.values);
+                push_value(text.trim(), &mut self.values);
+            }
+        }
+        self.settle();
+    }
+
+    /// Longest first, so a value containing another is replaced whole.
+    fn settle(&mut self) {
+        self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        self.values.dedup();
     }
 
     /// `text` with every known value replaced by `<redacted>`.
@@ -67,21 +115,24 @@ impl Redactor {
     }
 }
 
-fn collect(value: &serde_json::Value, out: &mut Vec<String>) {
-    match value {
-        serde_json::Value::String(s) => {
-            // Multi-line values (certificates, scripts) are also looked for line by line.
-            if s.chars().count() >= MIN_REDACTED_LEN {
-                out.push(s.clone());
-            }
-            if s.contains('\n') {
-                for line in s.lines().map(str::trim) {
-                    if line.chars().count() >= MIN_REDACTED_LEN {
-                        out.push(line.to_owned());
-                    }
-                }
+/// Records a value, and each of its lines when it has several (certificates, scripts), when long
+/// enough to be recognisable.
+fn push_value(s: &str, out: &mut Vec<String>) {
+    if s.chars().count() >= MIN_REDACTED_LEN {
+        out.push(s.to_owned());
+    }
+    if s.contains('\n') {
+        for line in s.lines().map(str::trim) {
+            if line.chars().count() >= MIN_REDACTED_LEN {
+                out.push(line.to_owned());
             }
         }
+    }
+}
+
+fn collect(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::String(s) => push_value(s, out),
         serde_json::Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
         serde_json::Value::Object(map) => map.values().for_each(|v| collect(v, out)),
         _ => {}
@@ -149,5 +200,37 @@ mod tests {
             "Error: password <redacted> rejected; tiny <redacted> 12345678"
         );
         assert!(!format!("{r:?}").contains("s3cr3t"));
+    }
+
+    #[test]
+    fn identity_credential_values_are_redacted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("AWS_SECRET_ACCESS_KEY"),
+            "wJalrXUtnFEMI-planted\n",
+        )
+        .expect("write");
+        std::fs::write(
+            dir.path().join("key.pem"),
+            "-----BEGIN KEY-----\nMIIEplantedLine\n-----END KEY-----\n",
+        )
+        .expect("write");
+        std::fs::write(dir.path().join("REGION"), "eu").expect("write");
+        std::fs::create_dir(dir.path().join("..2024_01_01")).expect("mkdir");
+        let mut r = Redactor::from_tfvars(br#"{"password":"s3cr3t-planted"}"#);
+        r.add_credential_files(dir.path());
+        let lines = vec![
+            "Error: signature for wJalrXUtnFEMI-planted invalid; key MIIEplantedLine; s3cr3t-planted; eu-west-1".to_owned(),
+        ];
+        assert_eq!(
+            summarize("apply", 1, &lines, &r),
+            "Error: signature for <redacted> invalid; key <redacted>; <redacted>; eu-west-1"
+        );
+        let mut none = Redactor::default();
+        none.add_credential_files(&dir.path().join("missing"));
+        assert_eq!(
+            none.redact("wJalrXUtnFEMI-planted"),
+            "wJalrXUtnFEMI-planted"
+        );
     }
 }

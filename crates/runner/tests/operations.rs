@@ -762,6 +762,31 @@ async fn a_stale_lock_is_force_unlocked() {
     );
 }
 
+/// An invalid `--event-object` is a usage error (exit 2), and the run still writes a minimal
+/// result document before it exits, so the manager reads why the Job failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_event_object_writes_a_minimal_result_before_exiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = dir.path().join("result.json");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args(["run", "--op=apply", "--event-object=v1/ConfigMap/ns"])
+        .arg(format!("--result={}", result.display()))
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&result).expect("a result document")).unwrap();
+    assert_eq!(doc["op"], "apply");
+    assert_eq!(doc["error"]["kind"], "step");
+    assert_eq!(doc["error"]["step"], "prepare");
+    let summary = doc["error"]["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("the runner could not start: invalid value for '--event-object'"),
+        "{summary}"
+    );
+}
+
 /// Every stage of a run with no `--event-object` still writes its result; usage errors exit 2
 /// without one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -770,7 +795,6 @@ async fn usage_errors_exit_2() {
         &["run"][..],
         &["run", "--op=bogus"],
         &["run", "--op=apply", "extra"],
-        &["run", "--op=apply", "--event-object=v1/ConfigMap/ns"],
         &["--logging-format=yaml", "version"],
     ] {
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_runner"))

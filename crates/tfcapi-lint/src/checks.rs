@@ -101,6 +101,8 @@ pub const MODULE_PARSE: &str = "module/parse";
 pub const MODULE_ONE_LINE_BLOCK: &str = "module/one-line-block";
 /// `module/no-configuration`
 pub const MODULE_NO_CONFIGURATION: &str = "module/no-configuration";
+/// `module/tofu-shadow`
+pub const MODULE_TOFU_SHADOW: &str = "module/tofu-shadow";
 /// `module/duplicate`
 pub const MODULE_DUPLICATE: &str = "module/duplicate";
 /// `module/backend`
@@ -199,6 +201,14 @@ pub const CHECKS: &[Check] = &[
         "Point the command at the module's root directory (the one with its `.tf` files).",
     )),
     module(
+        MODULE_TOFU_SHADOW,
+        WARNING,
+        ALL_ROLES,
+        "No `x.tofu` (or `x.tofu.json`) sits beside an `x.tf` (or `x.tf.json`): OpenTofu reads the `.tofu` file instead, Terraform ignores `.tofu` files, so the two runtimes would run different code. The module is linted for its runtime (`--runtime`, or the image's `io.captf.runtime` label), and the side that runtime never reads is not checked.",
+        "main.tf and main.tofu in the same directory",
+        "Keep one of the two files, or lint the module for each runtime it supports.",
+    ),
+    module(
         MODULE_DUPLICATE,
         ERROR,
         ALL_ROLES,
@@ -274,7 +284,7 @@ pub const CHECKS: &[Check] = &[
         INPUT_USER_VARIABLE_DEFAULT,
         WARNING,
         ALL_ROLES,
-        "A user (non-contract) variable has a default, so the module plans when an object sets no user variables.",
+        "A user (non-contract) variable has a default, so the module plans when an object sets no user variables; `default = null` with a `validation` that rejects null (its condition never tests `== null`) is required in effect and warned about the same way.",
         "variable \"instance_type\" { type = string }",
         "Add a default, or allow the warning (`--allow-warning input/user-variable-default`) when every object must set it.",
     ),

@@ -69,10 +69,32 @@ struct CommonArgs {
     format: Format,
 }
 
+/// The runtime a module is linted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RuntimeArg {
+    /// OpenTofu: `x.tofu` replaces `x.tf`.
+    Tofu,
+    /// Terraform: `.tofu` files are ignored.
+    Terraform,
+}
+
+impl From<RuntimeArg> for module::Runtime {
+    fn from(r: RuntimeArg) -> Self {
+        match r {
+            RuntimeArg::Tofu => Self::Tofu,
+            RuntimeArg::Terraform => Self::Terraform,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 struct ModuleArgs {
     #[command(flatten)]
     common: CommonArgs,
+    /// The runtime the module runs on, which decides which files count (`tofu`: `x.tofu`
+    /// replaces `x.tf`; `terraform`: `.tofu` files are ignored).
+    #[arg(long, value_enum, default_value = "tofu")]
+    runtime: RuntimeArg,
     /// The module directory.
     #[arg(value_name = "DIR")]
     dir: String,
@@ -138,13 +160,22 @@ where
             let Some(allowed) = allowed_warnings(&args.common, err) else {
                 return exit::USAGE;
             };
-            let findings = module::lint_dir(Path::new(&args.dir), &args.dir, args.common.role);
+            let findings = module::lint_dir_for(
+                Path::new(&args.dir),
+                &args.dir,
+                args.common.role,
+                args.runtime.into(),
+            );
             emit(&Report::new(findings, &allowed), &args.common, out)
         }
         Command::Image(args) => {
             let Some(allowed) = allowed_warnings(&args.common, err) else {
                 return exit::USAGE;
             };
+            if let Err(why) = check_reference(&args.reference) {
+                let _ = writeln!(err, "error: <REF>: {why}");
+                return exit::USAGE;
+            }
             let options = ImageOptions {
                 role: args.common.role,
                 contract: args.common.contract.clone(),
@@ -156,6 +187,17 @@ where
             emit(&Report::new(findings, &allowed), &args.common, out)
         }
     }
+}
+
+/// A malformed registry reference is a usage error, not a failed pull: nothing was fetched.
+/// `oci:DIR[:NAME]` names a local layout and is checked when it is opened.
+fn check_reference(reference: &str) -> Result<(), String> {
+    if reference.starts_with("oci:") {
+        return Ok(());
+    }
+    contract::image_ref::parse(reference)
+        .map(|_| ())
+        .map_err(|e| format!("{reference:?} is not a valid image reference: {e}"))
 }
 
 fn allowed_warnings(common: &CommonArgs, err: &mut dyn Write) -> Option<BTreeSet<String>> {

@@ -317,3 +317,30 @@ fn one_line_block_is_also_an_opentofu_error() {
         String::from_utf8_lossy(&out.stderr).contains("Invalid single-argument block definition")
     );
 }
+
+/// A reference that is not an image reference is a usage error (exit 3): nothing was pulled.
+#[test]
+fn a_malformed_image_reference_is_a_usage_error_not_a_pull_failure() {
+    for reference in ["ghcr.io/Acme/machine:v1", "ghcr.io/acme/machine:", "a@b@c"] {
+        let (code, out, err) = run(&["image", "--role", "machine", reference]);
+        assert_eq!(code, 3, "{reference}: {err}");
+        assert!(
+            err.contains("is not a valid image reference"),
+            "{reference}: {err}"
+        );
+        assert!(!out.contains("image/pull"), "{reference}: {out}");
+    }
+}
+
+/// `--runtime` picks which files count; the shadowing pair is a warning under either runtime.
+#[test]
+fn module_is_linted_for_the_runtime_flag() {
+    let dir = bad("module-tofu-shadow");
+    for runtime in ["tofu", "terraform"] {
+        let (code, out, err) = run(&["module", "--role", "machine", "--runtime", runtime, &dir]);
+        assert_eq!(code, 0, "{runtime}: {err}");
+        assert!(out.contains("module/tofu-shadow"), "{runtime}: {out}");
+    }
+    let (code, _, _) = run(&["module", "--role", "machine", "--runtime", "podman", &dir]);
+    assert_eq!(code, 3);
+}

@@ -553,3 +553,49 @@ fn image_pull_failures_exit_2() {
     let (code, _) = run(&["image", "--role", "machine", "127.0.0.1:1/nothing:here"]);
     assert_eq!(code, 2);
 }
+
+/// A `.tf` link inside `/captf/module` that leads nowhere is `module/parse` naming it: the
+/// runtime fails to load such a module.
+#[test]
+fn a_dangling_tf_link_in_the_image_module_is_a_parse_error() {
+    let image = Image::clean("machine").layer(vec![Item::Symlink(
+        "/captf/module/extra.tf".into(),
+        "/nowhere/extra.tf".into(),
+    )]);
+    let f = only(
+        &lint(&image, Role::Machine),
+        "module/parse",
+        Severity::Error,
+    );
+    assert_eq!(f.file, "/captf/module/extra.tf");
+    assert!(f.message.contains("leads nowhere"), "{}", f.message);
+}
+
+/// The image is linted for its runtime (`io.captf.runtime`): a `.tofu` file shadowing a `.tf`
+/// file is a warning either way, and the side that runtime never reads is not linted.
+#[test]
+fn the_image_module_is_linted_for_the_images_runtime() {
+    let broken = Item::File(
+        "/captf/module/outputs.tofu".into(),
+        b"output \"x\" {\n  value = [\n}\n".to_vec(),
+        0o644,
+        65532,
+        65532,
+    );
+    let terraform = Image::clean("machine")
+        .label("io.captf.runtime", "terraform")
+        .layer(vec![broken.clone()]);
+    let f = only(
+        &lint(&terraform, Role::Machine),
+        "module/tofu-shadow",
+        Severity::Warning,
+    );
+    assert_eq!(f.file, "/captf/module/outputs.tofu");
+    // Under OpenTofu the broken file is the one that runs.
+    let tofu = Image::clean("machine").layer(vec![broken]);
+    assert!(
+        lint(&tofu, Role::Machine)
+            .iter()
+            .any(|f| f.id == "module/parse" && f.file == "/captf/module/outputs.tofu")
+    );
+}

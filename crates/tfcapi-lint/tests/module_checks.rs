@@ -108,6 +108,7 @@ fixture_tests! {
     module_parse => "module-parse",
     module_one_line_block => "module-one-line-block",
     module_no_configuration => "module-no-configuration",
+    module_tofu_shadow => "module-tofu-shadow",
     module_duplicate => "module-duplicate",
     module_backend => "module-backend",
     input_missing => "input-missing",
@@ -317,4 +318,195 @@ fn a_module_that_does_not_parse_gets_no_contract_findings() {
     let found = lint_text(Role::Cluster, &[("main.tf", "variable \"x\" {\n")]);
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].0, "module/parse");
+}
+
+fn clean_machine_files() -> Vec<module::SourceFile> {
+    let dir = fixtures().join("clean/machine");
+    let (files, findings) = module::read_dir(&dir, "m");
+    assert!(findings.is_empty(), "{findings:?}");
+    files
+}
+
+fn source(name: &str, text: &str) -> module::SourceFile {
+    module::SourceFile {
+        name: name.to_owned(),
+        display: format!("m/{name}"),
+        text: text.to_owned(),
+    }
+}
+
+fn ids(findings: &[tfcapi_lint::report::Finding]) -> Vec<(&str, &str)> {
+    findings.iter().map(|f| (f.id, f.file.as_str())).collect()
+}
+
+/// OpenTofu reads `x.tofu` instead of `x.tf`; Terraform ignores `.tofu` files. A module is linted
+/// for its runtime, the pair is a warning either way, and the side the runtime never reads is not
+/// linted (so it cannot fail the module).
+#[test]
+fn tofu_shadowing_depends_on_the_runtime() {
+    let broken = "output \"x\" {\n  value = \n";
+    let mut files = clean_machine_files();
+    files.push(source("outputs.tofu", broken));
+    let (_, found) =
+        module::lint_sources_for(files, Role::Machine, "m", module::Runtime::Terraform);
+    assert_eq!(
+        ids(&found),
+        [(checks::MODULE_TOFU_SHADOW, "m/outputs.tofu")]
+    );
+
+    let mut files: Vec<_> = clean_machine_files()
+        .into_iter()
+        .map(|f| {
+            if f.name == "outputs.tf" {
+                source("outputs.tf", broken)
+            } else {
+                f
+            }
+        })
+        .collect();
+    files.push(source(
+        "outputs.tofu",
+        &std::fs::read_to_string(fixtures().join("clean/machine/outputs.tf")).unwrap(),
+    ));
+    let (_, found) =
+        module::lint_sources_for(files.clone(), Role::Machine, "m", module::Runtime::Tofu);
+    assert_eq!(ids(&found), [(checks::MODULE_TOFU_SHADOW, "m/outputs.tf")]);
+    // Linted for Terraform, the same module reads the broken outputs.tf.
+    let (_, found) =
+        module::lint_sources_for(files, Role::Machine, "m", module::Runtime::Terraform);
+    assert!(
+        found
+            .iter()
+            .any(|f| f.id == checks::MODULE_PARSE && f.file == "m/outputs.tf")
+    );
+
+    // A module made only of .tofu files has no configuration for Terraform.
+    let (_, found) = module::lint_sources_for(
+        vec![source("main.tofu", "")],
+        Role::Machine,
+        "m",
+        module::Runtime::Terraform,
+    );
+    assert_eq!(ids(&found), [(checks::MODULE_NO_CONFIGURATION, "m")]);
+}
+
+/// Terraform fails to load a directory holding a `.tf` link that leads nowhere or loops; lint
+/// reports `module/parse` naming the file instead of skipping it.
+#[test]
+fn a_dangling_or_looping_tf_symlink_is_a_parse_error_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("m");
+    std::fs::create_dir(&dir).unwrap();
+    for f in clean_machine_files() {
+        std::fs::write(dir.join(&f.name), &f.text).unwrap();
+    }
+    std::os::unix::fs::symlink("missing.tf", dir.join("dangling.tf")).unwrap();
+    std::os::unix::fs::symlink("loop.tf", dir.join("loop.tf")).unwrap();
+    let found = module::lint_dir(&dir, "m", Role::Machine);
+    assert_eq!(
+        ids(&found),
+        [
+            (checks::MODULE_PARSE, "m/dangling.tf"),
+            (checks::MODULE_PARSE, "m/loop.tf")
+        ],
+        "{found:#?}"
+    );
+    assert!(
+        found[0].message.contains("symbolic link"),
+        "{}",
+        found[0].message
+    );
+
+    let only = tmp.path().join("only");
+    std::fs::create_dir(&only).unwrap();
+    std::os::unix::fs::symlink("missing.tf", only.join("main.tf")).unwrap();
+    let found = module::lint_dir(&only, "only", Role::Machine);
+    assert_eq!(ids(&found), [(checks::MODULE_PARSE, "only/main.tf")]);
+}
+
+/// Lints the no-op machine module plus one more file.
+fn lint_noop_plus(name: &str, text: &str) -> Vec<(String, Option<u32>)> {
+    let mut files = noop_files(Role::Machine);
+    files.push((name.to_owned(), text.to_owned()));
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    lint_text(Role::Machine, &refs)
+}
+
+/// `default = null` with a validation that rejects null is required in effect: warned like a
+/// user variable without a default. A validation that tests `== null` accepts it.
+#[test]
+fn a_null_default_with_a_validation_rejecting_null_is_required_in_effect() {
+    let user = |validation: &str| {
+        lint_noop_plus(
+            "user.tf",
+            &format!(
+                "variable \"size\" {{\n  type    = string\n  default = null\n{validation}}}\n"
+            ),
+        )
+    };
+    let rejecting = [
+        "  validation {\n    condition     = var.size != null\n    error_message = \"set it\"\n  }\n",
+        "  validation {\n    condition     = length(var.size) > 0\n    error_message = \"set it\"\n  }\n",
+    ];
+    for v in rejecting {
+        assert_eq!(
+            user(v),
+            [("input/user-variable-default".to_owned(), Some(1))],
+            "{v}"
+        );
+    }
+    let accepting = [
+        "",
+        "  validation {\n    condition     = var.size == null || length(var.size) > 0\n    error_message = \"x\"\n  }\n",
+        "  validation {\n    condition     = var.size == null ? true : contains([\"s\"], var.size)\n    error_message = \"x\"\n  }\n",
+    ];
+    for v in accepting {
+        assert!(user(v).is_empty(), "{v}");
+    }
+    // The same in JSON syntax.
+    assert_eq!(
+        lint_noop_plus(
+            "user.tf.json",
+            r#"{"variable": {"size": {"type": "string", "default": null, "validation": [{"condition": "${var.size != null}", "error_message": "set it"}]}}}"#,
+        ),
+        [("input/user-variable-default".to_owned(), Some(1))]
+    );
+}
+
+/// A large file is parsed a run of whole blocks at a time (memory stays near the file's size);
+/// findings keep the exact lines a whole-file parse gives, across runs.
+#[test]
+fn a_large_file_is_read_a_run_of_blocks_at_a_time_with_exact_lines() {
+    use std::fmt::Write as _;
+    use tfcapi_lint::module::split::SPLIT_MIN_BYTES;
+    let mut big = String::new();
+    let mut i = 0;
+    while big.len() < 2 * SPLIT_MIN_BYTES {
+        writeln!(
+            big,
+            "resource \"terraform_data\" \"r{i}\" {{\n  input = \"${{var.captf_object.name}}-{i}\" # }} {{\n}}\n"
+        )
+        .unwrap();
+        i += 1;
+    }
+    let before = big.matches('\n').count() as u32;
+    big.push_str("variable \"size\" {\n  default = 1\n}\n");
+    big.push_str("variable \"size\" {\n  default = 2\n}\n");
+    let with = |text: &str| {
+        let mut files = clean_machine_files();
+        files.push(source("big.tf", text));
+        module::lint_sources(files, Role::Machine, "m").1
+    };
+    let found = with(&big);
+    assert_eq!(ids(&found), [(checks::MODULE_DUPLICATE, "m/big.tf")]);
+    assert_eq!(found[0].line, Some(before + 4));
+
+    big.push_str("output \"x\" {\n  value = [\n}\n");
+    let whole = hcl::edit::parser::parse_body(&big).expect_err("a syntax error");
+    let found = with(&big);
+    assert_eq!(ids(&found), [(checks::MODULE_PARSE, "m/big.tf")]);
+    assert_eq!(found[0].line, Some(whole.location().line() as u32));
 }

@@ -41,6 +41,8 @@ pub struct Outcome {
     pub dry_run: bool,
     /// The rules broken; empty when allowed.
     pub rules: Vec<Rule>,
+    /// The rules the request was warned about (allowed, with an admission warning).
+    pub warnings: Vec<Rule>,
 }
 
 impl Outcome {
@@ -107,6 +109,7 @@ pub async fn review<L: Lookups>(
                 user: String::new(),
                 dry_run: false,
                 rules: vec![Rule::Request],
+                warnings: Vec::new(),
             };
             let mut response = AdmissionResponse::invalid(message);
             response.uid = uid;
@@ -121,16 +124,30 @@ pub async fn review<L: Lookups>(
         name: request.name.clone(),
         user: request.user_info.username.clone().unwrap_or_default(),
         dry_run: request.dry_run,
-        rules: violations.iter().map(|v| v.rule).collect(),
+        rules: violations
+            .iter()
+            .filter(|v| !v.warning)
+            .map(|v| v.rule)
+            .collect(),
+        warnings: violations
+            .iter()
+            .filter(|v| v.warning)
+            .map(|v| v.rule)
+            .collect(),
     };
     let mut response = AdmissionResponse::from(&*request);
-    if !violations.is_empty() {
-        let message = violations
+    let (warnings, denials): (Vec<Violation>, Vec<Violation>) =
+        violations.into_iter().partition(|v| v.warning);
+    if !denials.is_empty() {
+        let message = denials
             .iter()
             .map(|v| v.message.as_str())
             .collect::<Vec<_>>()
             .join("; ");
         response = response.deny(message);
+    }
+    if !warnings.is_empty() {
+        response.warnings = Some(warnings.into_iter().map(|v| v.message).collect());
     }
     (v1(response.into_review()), outcome)
 }
@@ -253,29 +270,100 @@ async fn dispatch<T: Validate, L: Lookups>(
     request: &AdmissionRequest<DynamicObject>,
     lookups: &L,
 ) -> Vec<Violation> {
+    let manager = lookups.manager_username();
     let info = RequestInfo {
         user: &request.user_info,
         dry_run: request.dry_run,
+        manager: &manager,
     };
-    let decoded = match request.operation {
-        Operation::Connect => return Vec::new(),
-        Operation::Delete if !T::KIND.validates_delete() => return Vec::new(),
-        Operation::Create => decode::<T>(request.object.as_ref(), "object").map(|n| (n, None)),
-        Operation::Update => decode::<T>(request.object.as_ref(), "object").and_then(|n| {
-            decode::<T>(request.old_object.as_ref(), "oldObject").map(|o| (n, Some(o)))
-        }),
-        Operation::Delete => {
-            decode::<T>(request.old_object.as_ref(), "oldObject").map(|o| (o, None))
+    match request.operation {
+        Operation::Connect => Vec::new(),
+        Operation::Delete if !T::KIND.validates_delete() => Vec::new(),
+        // Metadata only: a stored object that no longer decodes never blocks its own deletion.
+        Operation::Delete => match request.old_object.as_ref() {
+            Some(old) => T::validate_delete(old, lookups).await,
+            None => vec![Violation::new(
+                Rule::Request,
+                "the request carries no oldObject",
+            )],
+        },
+        Operation::Create => match decode::<T>(request.object.as_ref(), "object") {
+            Ok(new) => T::validate(Change::Create(&new), info, lookups).await,
+            Err(v) => vec![v],
+        },
+        Operation::Update => update::<T, L>(request, info, lookups).await,
+    }
+}
+
+/// An UPDATE. When the stored object no longer decodes as its kind (after a schema change), the
+/// rules comparing old and new cannot run: a change that leaves everything but `metadata` and
+/// `status` as it was (labels, annotations, finalizer removal) is allowed; otherwise the fields
+/// the kind fixes must be unchanged and the new object, which must decode, is checked as if
+/// created.
+async fn update<T: Validate, L: Lookups>(
+    request: &AdmissionRequest<DynamicObject>,
+    info: RequestInfo<'_>,
+    lookups: &L,
+) -> Vec<Violation> {
+    let new = decode::<T>(request.object.as_ref(), "object");
+    let old = decode::<T>(request.old_object.as_ref(), "oldObject");
+    match (new, old) {
+        (Ok(new), Ok(old)) => {
+            T::validate(
+                Change::Update {
+                    new: &new,
+                    old: &old,
+                },
+                info,
+                lookups,
+            )
+            .await
         }
-    };
-    let (first, second) = match decoded {
-        Ok(d) => d,
-        Err(v) => return vec![v],
-    };
-    let change = match (&request.operation, &second) {
-        (Operation::Delete, _) => Change::Delete(&first),
-        (_, Some(old)) => Change::Update { new: &first, old },
-        (_, None) => Change::Create(&first),
-    };
-    T::validate(change, info, lookups).await
+        (new, Err(stored)) if stored.rule == Rule::Decode => {
+            let (Some(new_raw), Some(old_raw)) = (&request.object, &request.old_object) else {
+                return vec![stored];
+            };
+            if only_metadata_changed(&new_raw.data, &old_raw.data) {
+                return Vec::new();
+            }
+            let new = match new {
+                Ok(new) => new,
+                Err(v) => return vec![v],
+            };
+            let fixed: Vec<Violation> = T::fixed_while_undecodable(&old_raw.data)
+                .into_iter()
+                .filter(|p| new_raw.data.pointer(p) != old_raw.data.pointer(p))
+                .map(|p| {
+                    Violation::new(
+                        Rule::Decode,
+                        format!(
+                            "the stored {} no longer decodes, so {} cannot be checked for an allowed change and may not change: {}",
+                            T::KIND.name(),
+                            p.trim_start_matches('/').replace('/', "."),
+                            stored.message
+                        ),
+                    )
+                })
+                .collect();
+            if !fixed.is_empty() {
+                return fixed;
+            }
+            T::validate(Change::Create(&new), info, lookups).await
+        }
+        (Err(v), _) | (_, Err(v)) => vec![v],
+    }
+}
+
+/// Whether two objects differ only in `metadata` and `status`.
+fn only_metadata_changed(new: &serde_json::Value, old: &serde_json::Value) -> bool {
+    rest(new) == rest(old)
+}
+
+/// An object's top-level fields other than `metadata` and `status`.
+fn rest(v: &serde_json::Value) -> Option<std::collections::BTreeMap<&String, &serde_json::Value>> {
+    v.as_object().map(|o| {
+        o.iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
+            .collect()
+    })
 }

@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// preference, comma separated (empty: every group this build supports).
     #[arg(long, value_delimiter = ',')]
     pub tls_curve_preferences: Vec<u16>,
+    /// The manager's ServiceAccount, `<namespace>/<name>`: the only user that may write a
+    /// TerraformMachine's `spec.providerID` the first time.
+    #[arg(long, default_value = "captf-system/captf-controller-manager", value_parser = parse_service_account)]
+    pub manager_service_account: String,
     /// Kubeconfig to reach the API server from outside a cluster (else in-cluster or $KUBECONFIG).
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
@@ -98,6 +102,18 @@ impl ServeArgs {
     /// The key file.
     pub fn key_path(&self) -> PathBuf {
         self.webhook_cert_dir.join(&self.webhook_key_name)
+    }
+}
+
+/// `<namespace>/<name>` of a ServiceAccount, as the user name it authenticates as.
+pub fn parse_service_account(s: &str) -> Result<String, String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(contract::names::service_account_username(ns, name))
+        }
+        _ => Err(format!(
+            "{s:?} is not <namespace>/<name> of a ServiceAccount"
+        )),
     }
 }
 

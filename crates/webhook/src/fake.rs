@@ -24,6 +24,8 @@ pub struct World {
     pub inventory: Inventory,
     /// When set, every lookup fails with this reason.
     pub fail: Option<String>,
+    /// The manager's user name, when not the default one.
+    pub manager: Option<String>,
 }
 
 /// A [`Lookups`] over a shared, mutable [`World`].
@@ -92,5 +94,13 @@ impl Lookups for StaticLookups {
 
     async fn inventory(&self) -> Result<Inventory, LookupError> {
         self.read("listing TerraformClusters", |w| w.inventory.clone())
+    }
+
+    fn manager_username(&self) -> String {
+        let world = self.world.lock().unwrap_or_else(PoisonError::into_inner);
+        world
+            .manager
+            .clone()
+            .unwrap_or_else(crate::lookups::default_manager_username)
     }
 }

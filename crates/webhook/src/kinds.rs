@@ -13,6 +13,8 @@ use api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
 use contract::names::ObjectKind;
 use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::ResourceExt;
+use kube::api::ObjectMeta;
+use kube::core::DynamicObject;
 use serde::de::DeserializeOwned;
 
 use crate::lookups::{LookupError, Lookups};
@@ -93,7 +95,9 @@ impl Kind {
     }
 }
 
-/// What the admission request is about.
+/// What a CREATE or UPDATE is about. A DELETE is judged on metadata alone
+/// ([`Validate::validate_delete`]), so a stored object that no longer decodes never blocks its
+/// own deletion.
 #[derive(Debug)]
 pub enum Change<'a, T> {
     /// A new object.
@@ -105,8 +109,6 @@ pub enum Change<'a, T> {
         /// The object as stored now.
         old: &'a T,
     },
-    /// The object being deleted.
-    Delete(&'a T),
 }
 
 /// The request attributes a rule may read.
@@ -116,6 +118,8 @@ pub struct RequestInfo<'a> {
     pub user: &'a UserInfo,
     /// Whether the request is a dry run.
     pub dry_run: bool,
+    /// The user name the manager authenticates as (its ServiceAccount).
+    pub manager: &'a str,
 }
 
 /// One kind's admission rules.
@@ -129,6 +133,24 @@ pub trait Validate: ResourceExt + DeserializeOwned + Send + Sync + 'static {
         req: RequestInfo<'_>,
         lookups: &L,
     ) -> impl Future<Output = Vec<Violation>> + Send;
+
+    /// Every violation of a DELETE, judged from the stored object's metadata and raw JSON only
+    /// (it may no longer decode as the kind). Only kinds whose DELETE is validated override it.
+    fn validate_delete<L: Lookups>(
+        object: &DynamicObject,
+        lookups: &L,
+    ) -> impl Future<Output = Vec<Violation>> + Send {
+        let _ = (object, lookups);
+        async { Vec::new() }
+    }
+
+    /// The JSON pointers an UPDATE may not change while the stored object `old` no longer decodes
+    /// (the rules that compare old and new cannot run then). The default fixes nothing: the new
+    /// object is checked as if created.
+    fn fixed_while_undecodable(old: &serde_json::Value) -> Vec<&'static str> {
+        let _ = old;
+        Vec::new()
+    }
 }
 
 /// A lookup failure as a refusal: the webhook fails closed.
@@ -139,11 +161,10 @@ fn lookup_failed(what: &str, e: &LookupError) -> Violation {
     )
 }
 
-fn split<'a, T>(change: &Change<'a, T>) -> Option<(&'a T, Option<&'a T>)> {
+fn split<'a, T>(change: &Change<'a, T>) -> (&'a T, Option<&'a T>) {
     match *change {
-        Change::Create(new) => Some((new, None)),
-        Change::Update { new, old } => Some((new, Some(old))),
-        Change::Delete(_) => None,
+        Change::Create(new) => (new, None),
+        Change::Update { new, old } => (new, Some(old)),
     }
 }
 
@@ -244,21 +265,22 @@ fn check_pool_spec(
     ) {
         drift::check_pool_interval(&format!("{prefix}.drift.intervalSeconds"), interval, out);
     }
-    let membership = new.membership_refresh_interval_seconds;
-    if changed(
-        &membership,
-        old.map(|o| o.membership_refresh_interval_seconds).as_ref(),
-    ) {
-        drift::check_membership_interval(
-            &format!("{prefix}.membershipRefreshIntervalSeconds"),
-            membership,
-            out,
-        );
-    }
 }
 
 impl Validate for TerraformCluster {
     const KIND: Kind = Kind::Cluster;
+
+    fn fixed_while_undecodable(old: &serde_json::Value) -> Vec<&'static str> {
+        let has_host = old
+            .pointer("/spec/controlPlaneEndpoint/host")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|h| !h.is_empty());
+        if has_host {
+            vec!["/spec/controlPlaneEndpoint"]
+        } else {
+            Vec::new()
+        }
+    }
 
     async fn validate<L: Lookups>(
         change: Change<'_, Self>,
@@ -266,11 +288,10 @@ impl Validate for TerraformCluster {
         _: &L,
     ) -> Vec<Violation> {
         let mut out = Vec::new();
-        if let Some((new, old)) = split(&change) {
-            check_cluster_spec("spec", &new.spec, old.map(|o| &o.spec), &mut out);
-            if let Some(old) = old {
-                immutability::check_cluster_update(&new.spec, &old.spec, &mut out);
-            }
+        let (new, old) = split(&change);
+        check_cluster_spec("spec", &new.spec, old.map(|o| &o.spec), &mut out);
+        if let Some(old) = old {
+            immutability::check_cluster_update(&new.spec, &old.spec, &mut out);
         }
         out
     }
@@ -281,34 +302,44 @@ impl Validate for TerraformMachine {
 
     async fn validate<L: Lookups>(
         change: Change<'_, Self>,
-        _: RequestInfo<'_>,
-        lookups: &L,
+        req: RequestInfo<'_>,
+        _: &L,
     ) -> Vec<Violation> {
         let mut out = Vec::new();
         match change {
-            Change::Delete(tm) => {
-                if let Err(v) = machine_delete_guard(tm, lookups).await {
-                    out.push(v);
-                }
-            }
             Change::Create(new) => check_machine_spec("spec", &new.spec, None, &mut out),
             Change::Update { new, old } => {
                 check_machine_spec("spec", &new.spec, Some(&old.spec), &mut out);
                 immutability::check_machine_update(&new.spec, &old.spec, &mut out);
+                immutability::check_provider_id_first_write(
+                    &new.spec,
+                    &old.spec,
+                    req.user.username.as_deref().unwrap_or_default(),
+                    req.manager,
+                    &mut out,
+                );
             }
         }
         out
+    }
+
+    async fn validate_delete<L: Lookups>(object: &DynamicObject, lookups: &L) -> Vec<Violation> {
+        machine_delete_guard(&object.metadata, lookups)
+            .await
+            .err()
+            .into_iter()
+            .collect()
+    }
+
+    fn fixed_while_undecodable(_: &serde_json::Value) -> Vec<&'static str> {
+        vec!["/spec"]
     }
 }
 
 /// The TerraformMachine delete guard: read each Machine the object names as owner, and refuse
 /// while one passes the owner checks and is not deleting (unless a move of a paused Cluster).
-async fn machine_delete_guard<L: Lookups>(
-    tm: &TerraformMachine,
-    lookups: &L,
-) -> Result<(), Violation> {
-    let meta = &tm.metadata;
-    let ns = tm.namespace().unwrap_or_default();
+async fn machine_delete_guard<L: Lookups>(meta: &ObjectMeta, lookups: &L) -> Result<(), Violation> {
+    let ns = meta.namespace.clone().unwrap_or_default();
     for owner_ref in machine_delete::machine_owner_refs(meta) {
         let machine = lookups
             .machine(&ns, &owner_ref.name)
@@ -343,9 +374,8 @@ impl Validate for TerraformMachinePool {
         _: &L,
     ) -> Vec<Violation> {
         let mut out = Vec::new();
-        if let Some((new, old)) = split(&change) {
-            check_pool_spec("spec", &new.spec, old.map(|o| &o.spec), &mut out);
-        }
+        let (new, old) = split(&change);
+        check_pool_spec("spec", &new.spec, old.map(|o| &o.spec), &mut out);
         out
     }
 }
@@ -365,19 +395,22 @@ where
     T: ResourceExt,
 {
     let mut out = Vec::new();
-    if let Some((new, old)) = split(change) {
-        let (n, o) = (template_spec(new), old.map(template_spec));
-        check_spec(TEMPLATE_SPEC, n, o, &mut out);
-        if let Some(o) = o {
-            let dry = immutability::is_topology_dry_run(req.dry_run, new.meta());
-            immutability::check_template_update(kind.name(), n, o, dry, &mut out);
-        }
+    let (new, old) = split(change);
+    let (n, o) = (template_spec(new), old.map(template_spec));
+    check_spec(TEMPLATE_SPEC, n, o, &mut out);
+    if let Some(o) = o {
+        let dry = immutability::is_topology_dry_run(req.dry_run, new.meta());
+        immutability::check_template_update(kind.name(), n, o, dry, &mut out);
     }
     out
 }
 
 impl Validate for TerraformClusterTemplate {
     const KIND: Kind = Kind::ClusterTemplate;
+
+    fn fixed_while_undecodable(_: &serde_json::Value) -> Vec<&'static str> {
+        vec!["/spec/template/spec"]
+    }
 
     async fn validate<L: Lookups>(
         change: Change<'_, Self>,
@@ -397,6 +430,10 @@ impl Validate for TerraformClusterTemplate {
 impl Validate for TerraformMachineTemplate {
     const KIND: Kind = Kind::MachineTemplate;
 
+    fn fixed_while_undecodable(_: &serde_json::Value) -> Vec<&'static str> {
+        vec!["/spec/template/spec"]
+    }
+
     async fn validate<L: Lookups>(
         change: Change<'_, Self>,
         req: RequestInfo<'_>,
@@ -414,6 +451,10 @@ impl Validate for TerraformMachineTemplate {
 
 impl Validate for TerraformMachinePoolTemplate {
     const KIND: Kind = Kind::MachinePoolTemplate;
+
+    fn fixed_while_undecodable(_: &serde_json::Value) -> Vec<&'static str> {
+        vec!["/spec/template/spec"]
+    }
 
     async fn validate<L: Lookups>(
         change: Change<'_, Self>,
@@ -433,57 +474,57 @@ impl Validate for TerraformMachinePoolTemplate {
 impl Validate for TerraformClusterIdentity {
     const KIND: Kind = Kind::ClusterIdentity;
 
+    async fn validate_delete<L: Lookups>(object: &DynamicObject, lookups: &L) -> Vec<Violation> {
+        let mut out = Vec::new();
+        let name = object.metadata.name.clone().unwrap_or_default();
+        match lookups.inventory().await {
+            Ok(inv) => {
+                if let Some(user) = identity::find_user(&name, &inv) {
+                    out.push(identity::in_use(&name, &user));
+                }
+            }
+            Err(e) => out.push(lookup_failed("which objects use the identity", &e)),
+        }
+        // Read leniently: the stored status may not decode as the kind any more.
+        let namespaces: Vec<String> = object
+            .data
+            .pointer("/status/namespaces")
+            .and_then(serde_json::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|n| n.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.extend(identity::mirrors_remain(&name, &namespaces));
+        out
+    }
+
     async fn validate<L: Lookups>(
         change: Change<'_, Self>,
         req: RequestInfo<'_>,
         lookups: &L,
     ) -> Vec<Violation> {
         let mut out = Vec::new();
-        match change {
-            Change::Create(new) | Change::Update { new, .. } => {
-                let old = match change {
-                    Change::Update { old, .. } => Some(old),
-                    _ => None,
-                };
-                if changed(
-                    &new.spec.allowed_namespaces,
-                    old.map(|o| &o.spec.allowed_namespaces),
-                ) {
-                    identity::check_allowed_namespaces(&new.spec, &mut out);
-                }
-                let check_secret =
-                    old.is_none_or(|o| identity::secret_ref_changed(&new.spec, &o.spec));
-                if check_secret {
-                    let r = &new.spec.secret_ref;
-                    match lookups
-                        .may_get_secret(req.user, &r.namespace, &r.name)
-                        .await
-                    {
-                        Ok(true) => {}
-                        Ok(false) => out.push(identity::secret_access_denied(
-                            req.user.username.as_deref().unwrap_or_default(),
-                            r,
-                        )),
-                        Err(e) => out.push(lookup_failed("access to spec.secretRef", &e)),
-                    }
-                }
-            }
-            Change::Delete(old) => {
-                let name = old.name_any();
-                match lookups.inventory().await {
-                    Ok(inv) => {
-                        if let Some(user) = identity::find_user(&name, &inv) {
-                            out.push(identity::in_use(&name, &user));
-                        }
-                    }
-                    Err(e) => out.push(lookup_failed("which objects use the identity", &e)),
-                }
-                let namespaces = old
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.namespaces.clone())
-                    .unwrap_or_default();
-                out.extend(identity::mirrors_remain(&name, &namespaces));
+        let (new, old) = split(&change);
+        if changed(
+            &new.spec.allowed_namespaces,
+            old.map(|o| &o.spec.allowed_namespaces),
+        ) {
+            identity::check_allowed_namespaces(&new.spec, &mut out);
+        }
+        if old.is_none_or(|o| identity::secret_ref_changed(&new.spec, &o.spec)) {
+            let r = &new.spec.secret_ref;
+            match lookups
+                .may_get_secret(req.user, &r.namespace, &r.name)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => out.push(identity::secret_access_denied(
+                    req.user.username.as_deref().unwrap_or_default(),
+                    r,
+                )),
+                Err(e) => out.push(lookup_failed("access to spec.secretRef", &e)),
             }
         }
         out

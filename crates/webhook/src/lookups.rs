@@ -7,13 +7,18 @@
 
 use std::future::Future;
 
-use api::capi::{Cluster, Machine};
+use api::capi::{Cluster, ClusterSpec, ContractVersionedObjectReference, Machine};
+use api::cluster::{ClusterDefaults, TerraformClusterSpec};
+use api::machine::TerraformMachineSpec;
+use api::machinepool::TerraformMachinePoolSpec;
+use api::shared::IdentityReference;
+use api::workload::WorkspaceSpec;
 use api::{TerraformCluster, TerraformMachine, TerraformMachinePool};
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use kube::api::{ListParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 
 use crate::rules::identity::Inventory;
@@ -64,12 +69,28 @@ pub trait Lookups: Send + Sync + 'static {
 
     /// Every object that may resolve to an identity, cluster-wide.
     fn inventory(&self) -> impl Future<Output = Result<Inventory, LookupError>> + Send;
+
+    /// The user name the manager authenticates as (`system:serviceaccount:<ns>:<name>` of its
+    /// ServiceAccount): the only user that may write a TerraformMachine's `spec.providerID` the
+    /// first time. Configuration, not a read.
+    fn manager_username(&self) -> String {
+        default_manager_username()
+    }
+}
+
+/// The manager's user name in the default installation (`captf-system/captf-controller-manager`).
+pub fn default_manager_username() -> String {
+    contract::names::service_account_username(
+        contract::names::PROVIDER_NAMESPACE,
+        contract::names::MANAGER_SERVICE_ACCOUNT,
+    )
 }
 
 /// [`Lookups`] against the API server.
 #[derive(Clone)]
 pub struct KubeLookups {
     client: Client,
+    manager: String,
 }
 
 impl std::fmt::Debug for KubeLookups {
@@ -79,9 +100,19 @@ impl std::fmt::Debug for KubeLookups {
 }
 
 impl KubeLookups {
-    /// Lookups through `client`.
+    /// Lookups through `client`, with the default manager user name.
     pub fn new(client: Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            manager: default_manager_username(),
+        }
+    }
+
+    /// The same lookups, for a manager that authenticates as `username`.
+    #[must_use]
+    pub fn with_manager_username(mut self, username: impl Into<String>) -> Self {
+        self.manager = username.into();
+        self
     }
 
     /// The client.
@@ -136,6 +167,10 @@ fn not_found(e: &kube::Error) -> bool {
 }
 
 impl Lookups for KubeLookups {
+    fn manager_username(&self) -> String {
+        self.manager.clone()
+    }
+
     async fn may_get_secret(
         &self,
         user: &UserInfo,
@@ -184,33 +219,32 @@ impl Lookups for KubeLookups {
     }
 
     async fn inventory(&self) -> Result<Inventory, LookupError> {
-        let lp = ListParams::default();
-        let c = self.client.clone();
+        let all = |ar: ApiResource| Api::<DynamicObject>::all_with(self.client.clone(), &ar);
         let (clusters, machines, pools, capi_clusters) = tokio::try_join!(
-            async {
-                Api::<TerraformCluster>::all(c.clone())
-                    .list(&lp)
-                    .await
-                    .map_err(|e| LookupError::new("listing TerraformClusters", &e))
-            },
-            async {
-                Api::<TerraformMachine>::all(c.clone())
-                    .list(&lp)
-                    .await
-                    .map_err(|e| LookupError::new("listing TerraformMachines", &e))
-            },
-            async {
-                Api::<TerraformMachinePool>::all(c.clone())
-                    .list(&lp)
-                    .await
-                    .map_err(|e| LookupError::new("listing TerraformMachinePools", &e))
-            },
-            async {
-                Api::<Cluster>::all(c.clone())
-                    .list(&lp)
-                    .await
-                    .map_err(|e| LookupError::new("listing Clusters", &e))
-            },
+            list_paged(
+                all(ApiResource::erase::<TerraformCluster>(&())),
+                INVENTORY_PAGE,
+                "listing TerraformClusters",
+                |o| Some(slim_cluster(o)),
+            ),
+            list_paged(
+                all(ApiResource::erase::<TerraformMachine>(&())),
+                INVENTORY_PAGE,
+                "listing TerraformMachines",
+                |o| Some(slim_machine(o)),
+            ),
+            list_paged(
+                all(ApiResource::erase::<TerraformMachinePool>(&())),
+                INVENTORY_PAGE,
+                "listing TerraformMachinePools",
+                |o| Some(slim_pool(o)),
+            ),
+            list_paged(
+                all(ApiResource::erase::<Cluster>(&())),
+                INVENTORY_PAGE,
+                "listing Clusters",
+                slim_capi_cluster,
+            ),
         )?;
         Ok(Inventory {
             clusters: clusters.items,
@@ -219,4 +253,150 @@ impl Lookups for KubeLookups {
             capi_clusters: capi_clusters.items,
         })
     }
+}
+
+/// Objects per page when listing what may use an identity: each page is a bounded response, so
+/// neither the API server nor the webhook ever holds a whole large cluster's objects at once.
+pub const INVENTORY_PAGE: u32 = 500;
+
+/// What a paged list kept.
+#[derive(Debug)]
+pub struct Paged<T> {
+    /// The kept items, in list order.
+    pub items: Vec<T>,
+    /// How many pages were read.
+    pub pages: usize,
+}
+
+/// Lists every object of `api`, `page` at a time (the API server's `limit` and `continue`),
+/// keeping of each only what `keep` returns, before the next page is read.
+pub async fn list_paged<K, T>(
+    api: Api<K>,
+    page: u32,
+    what: &str,
+    mut keep: impl FnMut(K) -> Option<T>,
+) -> Result<Paged<T>, LookupError>
+where
+    K: Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut out = Paged {
+        items: Vec::new(),
+        pages: 0,
+    };
+    let mut token: Option<String> = None;
+    loop {
+        let mut lp = ListParams::default().limit(page);
+        if let Some(t) = token.take() {
+            lp = lp.continue_token(&t);
+        }
+        let list = api
+            .list(&lp)
+            .await
+            .map_err(|e| LookupError::new(what, &e))?;
+        out.pages += 1;
+        token = list.metadata.continue_.filter(|t| !t.is_empty());
+        out.items
+            .extend(list.items.into_iter().filter_map(&mut keep));
+        if token.is_none() {
+            return Ok(out);
+        }
+    }
+}
+
+/// Name, namespace and the labels identity resolution reads.
+fn slim_meta(meta: ObjectMeta) -> ObjectMeta {
+    let labels = meta.labels.and_then(|mut l| {
+        l.remove(api::constants::labels::CLUSTER_NAME)
+            .map(|c| [(api::constants::labels::CLUSTER_NAME.to_owned(), c)].into())
+    });
+    ObjectMeta {
+        name: meta.name,
+        namespace: meta.namespace,
+        labels,
+        ..ObjectMeta::default()
+    }
+}
+
+/// The identity a raw object names at `pointer` (`/spec/identityRef`), read leniently: objects
+/// are listed untyped, so one stored object that no longer decodes as its kind cannot make the
+/// whole list unreadable.
+fn identity_at(object: &DynamicObject, pointer: &str) -> Option<IdentityReference> {
+    let name = object.data.pointer(pointer)?.get("name")?.as_str()?;
+    Some(IdentityReference {
+        name: name.to_owned(),
+    })
+}
+
+/// A TerraformCluster reduced to its identity references.
+fn slim_cluster(o: DynamicObject) -> TerraformCluster {
+    let mut spec = TerraformClusterSpec {
+        workspace: slim_workspace(&o),
+        ..TerraformClusterSpec::default()
+    };
+    spec.defaults =
+        identity_at(&o, "/spec/defaults/identityRef").map(|identity_ref| ClusterDefaults {
+            identity_ref: Some(identity_ref),
+            ..ClusterDefaults::default()
+        });
+    TerraformCluster {
+        metadata: slim_meta(o.metadata),
+        spec,
+        status: None,
+    }
+}
+
+/// The workload spec reduced to its identity reference.
+fn slim_workspace(o: &DynamicObject) -> WorkspaceSpec {
+    WorkspaceSpec {
+        identity_ref: identity_at(o, "/spec/identityRef"),
+        ..WorkspaceSpec::default()
+    }
+}
+
+/// A TerraformMachine reduced to its identity reference and cluster label.
+fn slim_machine(o: DynamicObject) -> TerraformMachine {
+    let spec = TerraformMachineSpec {
+        workspace: slim_workspace(&o),
+        ..TerraformMachineSpec::default()
+    };
+    TerraformMachine {
+        metadata: slim_meta(o.metadata),
+        spec,
+        status: None,
+    }
+}
+
+/// A TerraformMachinePool reduced to its identity reference and cluster label.
+fn slim_pool(o: DynamicObject) -> TerraformMachinePool {
+    let spec = TerraformMachinePoolSpec {
+        workspace: slim_workspace(&o),
+        ..TerraformMachinePoolSpec::default()
+    };
+    TerraformMachinePool {
+        metadata: slim_meta(o.metadata),
+        spec,
+        status: None,
+    }
+}
+
+/// A Cluster API Cluster backed by a TerraformCluster, reduced to that reference; others dropped.
+fn slim_capi_cluster(o: DynamicObject) -> Option<Cluster> {
+    let infra = o.data.pointer("/spec/infrastructureRef")?;
+    let field = |f: &str| infra.get(f).and_then(serde_json::Value::as_str);
+    if field("apiGroup") != Some(api::GROUP) || field("kind") != Some("TerraformCluster") {
+        return None;
+    }
+    let mut slim = Cluster::new(
+        o.metadata.name.as_deref().unwrap_or_default(),
+        ClusterSpec {
+            infrastructure_ref: Some(ContractVersionedObjectReference {
+                api_group: api::GROUP.to_owned(),
+                kind: "TerraformCluster".to_owned(),
+                name: field("name")?.to_owned(),
+            }),
+            ..ClusterSpec::default()
+        },
+    );
+    slim.metadata.namespace = o.metadata.namespace;
+    Some(slim)
 }

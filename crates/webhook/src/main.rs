@@ -91,7 +91,7 @@ async fn run(args: ServeArgs) -> anyhow::Result<()> {
     server::serve(
         listeners,
         Settings::from_args(&args),
-        KubeLookups::new(client),
+        KubeLookups::new(client).with_manager_username(args.manager_service_account.clone()),
         auth,
         Metrics::new(),
         shutdown_signal(),

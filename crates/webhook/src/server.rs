@@ -143,6 +143,7 @@ async fn admit<L: Lookups>(kind: Kind, state: Arc<AppState<L>>, body: Bytes) -> 
         .metrics
         .record(kind.name(), outcome.operation, &outcome.rules, seconds);
     let rules: Vec<&str> = outcome.rules.iter().map(|r| r.label()).collect();
+    let warnings: Vec<&str> = outcome.warnings.iter().map(|r| r.label()).collect();
     if outcome.allowed() {
         tracing::debug!(
             kind = kind.name(),
@@ -151,6 +152,7 @@ async fn admit<L: Lookups>(kind: Kind, state: Arc<AppState<L>>, body: Bytes) -> 
             name = %outcome.name,
             uid = %outcome.uid,
             dry_run = outcome.dry_run,
+            warnings = ?warnings,
             "allowed"
         );
     } else {
@@ -163,6 +165,7 @@ async fn admit<L: Lookups>(kind: Kind, state: Arc<AppState<L>>, body: Bytes) -> 
             user = %outcome.user,
             dry_run = outcome.dry_run,
             rules = ?rules,
+            warnings = ?warnings,
             "denied"
         );
     }

@@ -138,6 +138,76 @@ async fn the_image_is_checked_on_every_workload_kind_and_template() {
     }
 }
 
+/// Runs a CREATE and returns (allowed, the response's warnings, the outcome's warned rules).
+async fn create_warnings(
+    lookups: &StaticLookups,
+    kind: Kind,
+    obj: &Value,
+) -> (bool, Vec<String>, Vec<Rule>) {
+    let body = review(kind, "CREATE", Some(obj), None, "alice", false);
+    let (out, outcome): (AdmissionReview<DynamicObject>, _) =
+        admission::review(kind, &body, lookups).await;
+    let response = out.response.expect("a response");
+    assert!(outcome.rules.is_empty() || !response.allowed);
+    (
+        response.allowed,
+        response.warnings.unwrap_or_default(),
+        outcome.warnings,
+    )
+}
+
+#[tokio::test]
+async fn an_image_without_tag_or_digest_is_admitted_with_a_warning() {
+    let l = world();
+    let bare = with(
+        common::cluster("c", "ns"),
+        "/spec/source/image",
+        json!("ghcr.io/example/module"),
+    );
+    let (allowed, warnings, rules) = create_warnings(&l, Kind::Cluster, &bare).await;
+    assert!(allowed);
+    assert_eq!(rules, [Rule::ImageReference]);
+    assert_eq!(
+        warnings,
+        [
+            "spec.source.image \"ghcr.io/example/module\" names neither a tag nor a digest: the runtime pulls latest, which can move; pin a tag or a digest"
+        ]
+    );
+    let (allowed, warnings, _) =
+        create_warnings(&l, Kind::Cluster, &common::cluster("c", "ns")).await;
+    assert!(allowed && warnings.is_empty());
+}
+
+#[tokio::test]
+async fn reserved_jobs_env_names_are_admitted_with_a_warning() {
+    let l = world();
+    let env =
+        json!({"env": [{"name": "TF_LOG", "value": "TRACE"}, {"name": "HOME", "value": "/x"}]});
+    let obj = with(common::machine("m", "ns"), "/spec/jobs", env);
+    let (allowed, warnings, rules) = create_warnings(&l, Kind::Machine, &obj).await;
+    assert!(allowed);
+    assert_eq!(rules, [Rule::JobsEnv, Rule::JobsEnv]);
+    assert_eq!(warnings.len(), 2);
+    assert!(warnings[0].starts_with("spec.jobs.env[0].name \"TF_LOG\": names starting with TF_"));
+    assert!(
+        warnings[1].starts_with("spec.jobs.env[1].name \"HOME\": the Job itself sets this name")
+    );
+    assert!(
+        warnings
+            .iter()
+            .all(|w| !w.contains("TRACE") && !w.contains("/x"))
+    );
+    // A warning does not hide a denial of the same request.
+    let both = with(
+        obj,
+        "/spec/jobs/securityContext",
+        json!({"privileged": true}),
+    );
+    let (allowed, warnings, _) = create_warnings(&l, Kind::Machine, &both).await;
+    assert!(!allowed);
+    assert_eq!(warnings.len(), 2);
+}
+
 #[tokio::test]
 async fn jobs_policies_are_checked_wherever_one_appears() {
     let l = world();
@@ -212,13 +282,33 @@ async fn several_violations_are_reported_together() {
     let mut obj = common::pool("p", "ns");
     set(&mut obj, "/spec/drift", json!({"intervalSeconds": 0}));
     set(&mut obj, "/spec/membershipRefreshIntervalSeconds", json!(5));
+    set(
+        &mut obj,
+        "/spec/jobs",
+        json!({"lockTimeoutSeconds": 10, "activeDeadlineSeconds": 5}),
+    );
     let (allowed, message, rules) = create(&l, Kind::MachinePool, &obj).await;
     assert!(!allowed);
-    assert_eq!(rules, [Rule::DriftInterval, Rule::MembershipInterval]);
+    assert_eq!(rules, [Rule::JobsLockTimeout, Rule::DriftInterval]);
     assert_eq!(
         message,
-        "spec.drift.intervalSeconds: 0 is not allowed on a TerraformMachinePool: a pool's drift checks cannot be turned off (leave it unset for the default interval); spec.membershipRefreshIntervalSeconds: 5 is out of bounds: use 15 to 86400 seconds (0 or unset means 60)"
+        "spec.jobs.lockTimeoutSeconds (10) must be less than spec.jobs.activeDeadlineSeconds (5): a state-lock wait alone could use up the whole Job deadline; spec.drift.intervalSeconds: 0 is not allowed on a TerraformMachinePool: a pool's drift checks cannot be turned off (leave it unset for the default interval)"
     );
+}
+
+/// Contract Changelog: the membership interval is 15-86400, "rejected below 15 by the CRD schema,
+/// not the webhook" — 0 included. The webhook leaves it to the CRD.
+#[tokio::test]
+async fn the_membership_interval_is_bounded_by_the_crd_schema_not_the_webhook() {
+    let l = world();
+    for seconds in [0, 5, 86_401] {
+        let obj = with(
+            common::pool("p", "ns"),
+            "/spec/membershipRefreshIntervalSeconds",
+            json!(seconds),
+        );
+        assert!(create(&l, Kind::MachinePool, &obj).await.0, "{seconds}");
+    }
 }
 
 #[tokio::test]
@@ -260,8 +350,9 @@ async fn a_machine_update_of_a_fixed_field_is_refused_and_metadata_allowed() {
         "/metadata/finalizers",
         json!(["terraformmachine.infrastructure.cluster.x-k8s.io"]),
     );
-    set(&mut relabelled, "/spec/providerID", json!("aws:///i-1"));
     assert!(update(&l, Kind::Machine, &relabelled, &old).await.0);
+    // spec.providerID moves from empty to a value too, but only for the manager (see
+    // only_the_managers_service_account_writes_provider_id_the_first_time).
 }
 
 #[tokio::test]
@@ -541,6 +632,12 @@ async fn a_machine_with_a_live_owner_cannot_be_deleted_directly() {
         message,
         "TerraformMachine ns/m1 is owned by Machine ns/machine-1, which is not being deleted: delete the Machine (or scale its owner down) so drain and pre-terminate hooks run first"
     );
+    // The guard reads metadata only, so it holds for a stored object that no longer decodes.
+    let stored = with(owned_machine(), "/spec/source", json!("not-an-object"));
+    assert_eq!(
+        delete(&l, Kind::Machine, &stored).await.2,
+        [Rule::MachineDelete]
+    );
 }
 
 #[tokio::test]
@@ -759,4 +856,113 @@ async fn logs_never_carry_object_contents_or_messages() {
             "{secret} leaked into the logs: {logs}"
         );
     }
+}
+
+const MANAGER: &str = "system:serviceaccount:captf-system:captf-controller-manager";
+
+#[tokio::test]
+async fn only_the_managers_service_account_writes_provider_id_the_first_time() {
+    let l = world();
+    let old = common::machine("m", "ns");
+    let new = with(old.clone(), "/spec/providerID", json!("aws:///i-1"));
+    let as_user = |user: &'static str| {
+        let (new, old) = (new.clone(), old.clone());
+        let l = l.clone();
+        async move {
+            run(
+                &l,
+                Kind::Machine,
+                &review(Kind::Machine, "UPDATE", Some(&new), Some(&old), user, false),
+            )
+            .await
+        }
+    };
+    let (allowed, message, rules) = as_user("alice").await;
+    assert!(!allowed);
+    assert_eq!(rules, [Rule::ProviderId]);
+    assert_eq!(
+        message,
+        format!(
+            "spec.providerID may only be set by the CAPTF manager ({MANAGER}), which copies it from the module's provider_id output; alice may not set it"
+        )
+    );
+    assert!(as_user(MANAGER).await.0);
+    // A manager installed elsewhere is named by --manager-service-account.
+    l.update(|w| w.manager = Some("system:serviceaccount:infra:captf".into()));
+    assert!(!as_user(MANAGER).await.0);
+    assert!(as_user("system:serviceaccount:infra:captf").await.0);
+    // A create may carry a providerID (clusterctl move recreates machines with theirs).
+    assert!(create(&l, Kind::Machine, &new).await.0);
+}
+
+/// A stored object as it might be after a schema change: its spec no longer decodes.
+fn undecodable(mut obj: Value) -> Value {
+    set(&mut obj, "/spec/source", json!("not-an-object"));
+    obj
+}
+
+#[tokio::test]
+async fn a_stored_object_that_no_longer_decodes_can_still_be_deleted_and_released() {
+    let l = world();
+    // DELETE reads metadata only.
+    let stored = undecodable(owned_machine());
+    let (allowed, message, _) = delete(&l, Kind::Machine, &stored).await;
+    assert!(allowed, "{message}");
+    let mut identity = common::identity("aws", "creds", "aws");
+    set(&mut identity, "/spec/allowedNamespaces", json!("broken"));
+    assert!(delete(&l, Kind::ClusterIdentity, &identity).await.0);
+    set(&mut identity, "/status/namespaces", json!(["team-a"]));
+    let (allowed, message, rules) = delete(&l, Kind::ClusterIdentity, &identity).await;
+    assert!(!allowed);
+    assert_eq!(rules, [Rule::IdentityMirrors], "{message}");
+
+    // An UPDATE that changes only metadata — finalizer removal, labels — is allowed.
+    for kind in [Kind::Machine, Kind::Cluster] {
+        let base = match kind {
+            Kind::Machine => common::machine("m", "ns"),
+            _ => common::cluster("c", "ns"),
+        };
+        let old = with(
+            undecodable(base),
+            "/metadata/finalizers",
+            json!(["x.infrastructure.cluster.x-k8s.io"]),
+        );
+        let released = with(old.clone(), "/metadata/finalizers", json!([]));
+        let (allowed, message, _) = update(&l, kind, &released, &old).await;
+        assert!(allowed, "{kind:?}: {message}");
+        let relabelled = with(old.clone(), "/metadata/labels", json!({"a": "b"}));
+        assert!(update(&l, kind, &relabelled, &old).await.0, "{kind:?}");
+    }
+
+    // A machine's spec may not change while the stored one cannot be compared with it.
+    let old = undecodable(common::machine("m", "ns"));
+    let repaired = common::machine("m", "ns");
+    let (allowed, message, rules) = update(&l, Kind::Machine, &repaired, &old).await;
+    assert!(!allowed);
+    assert_eq!(rules, [Rule::Decode]);
+    assert!(
+        message.starts_with("the stored TerraformMachine no longer decodes, so spec cannot be checked for an allowed change and may not change: the oldObject is not a valid TerraformMachine"),
+        "{message}"
+    );
+    // A mutable kind may be repaired: the new object is checked as if created.
+    let old = undecodable(common::cluster("c", "ns"));
+    assert!(
+        update(&l, Kind::Cluster, &common::cluster("c", "ns"), &old)
+            .await
+            .0
+    );
+    let bad = with(
+        common::cluster("c", "ns"),
+        "/spec/jobs",
+        json!({"securityContext": {"privileged": true}}),
+    );
+    let (allowed, _, rules) = update(&l, Kind::Cluster, &bad, &old).await;
+    assert!(!allowed);
+    assert_eq!(rules, [Rule::JobsSecurityContext]);
+    // A change of spec that does not decode either is still refused.
+    let still_bad = with(old.clone(), "/spec/source", json!(7));
+    assert_eq!(
+        update(&l, Kind::Cluster, &still_bad, &old).await.2,
+        [Rule::Decode]
+    );
 }

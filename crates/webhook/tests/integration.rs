@@ -213,7 +213,7 @@ async fn wait_effective(client: &Client) -> anyhow::Result<()> {
     let probe: TerraformCluster = serde_json::from_value(with(
         common::cluster("probe", "default"),
         "/spec/source/image",
-        json!("no-tag"),
+        json!("Not-A-Reference"),
     ))?;
     let dry = PostParams {
         dry_run: true,
@@ -302,11 +302,39 @@ async fn the_image_reference_is_checked_by_the_api_server() -> anyhow::Result<()
     let bad = with(
         common::cluster("c1", &ns),
         "/spec/source/image",
-        json!("ghcr.io/example/module"),
+        json!("ghcr.io/Example/module:v1"),
     );
     assert_eq!(
         denied_by_webhook(create::<TerraformCluster>(&client, &ns, bad).await),
-        "spec.source.image \"ghcr.io/example/module\" is not a valid image reference: it names neither a tag nor a digest (write repository:tag or repository@sha256:<64 hex digits>)"
+        "spec.source.image \"ghcr.io/Example/module:v1\" is not a valid image reference: the repository path component \"Example\" must be lowercase letters and digits, joined by '.', '_', '__' or dashes"
+    );
+    // Without a tag or a digest the reference is valid syntax: admitted, and the API server
+    // hands the webhook's warning to the client in a Warning header.
+    let bare = with(
+        common::cluster("c0", &ns),
+        "/spec/source/image",
+        json!("ghcr.io/example/module"),
+    );
+    let request = http::Request::post(format!(
+        "/apis/{}/{}/namespaces/{ns}/terraformclusters",
+        api::GROUP,
+        api::VERSION
+    ))
+    .header(http::header::CONTENT_TYPE, "application/json")
+    .body(serde_json::to_vec(&bare)?)?;
+    let response = client.send(request.map(kube::client::Body::from)).await?;
+    assert!(response.status().is_success(), "{}", response.status());
+    let warnings: Vec<String> = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("299 ") && w.contains("names neither a tag nor a digest")),
+        "{warnings:?}"
     );
     let digest = format!("ghcr.io/example/module@sha256:{}", "a".repeat(64));
     create::<TerraformCluster>(
@@ -350,9 +378,20 @@ async fn a_machine_keeps_its_definition_and_changes_its_policy() -> anyhow::Resu
     m(json!({"spec": {"jobs": {"activeDeadlineSeconds": 7200}, "drift": {"intervalSeconds": 0},
         "remediation": {"annotateMachine": true}}, "metadata": {"labels": {"tier": "gold"}, "annotations": {"a": "b"}}}))
     .await?;
-    m(json!({"spec": {"providerID": "aws:///us-east-1a/i-1"}})).await?;
+    // Only the manager's ServiceAccount writes spec.providerID the first time.
+    assert!(
+        denied_by_webhook(m(json!({"spec": {"providerID": "aws:///us-east-1a/i-1"}})).await)
+            .starts_with(
+                "spec.providerID may only be set by the CAPTF manager (system:serviceaccount:captf-system:captf-controller-manager)"
+            )
+    );
+    // A create may carry one (clusterctl move); it never changes afterwards.
+    let mut moved = common::machine("m2", &ns);
+    moved["spec"]["providerID"] = json!("aws:///us-east-1a/i-1");
+    create::<TerraformMachine>(&client, &ns, moved).await?;
+    let m2 = |patch| merge::<TerraformMachine>(&client, &ns, "m2", patch, false);
     assert_eq!(
-        denied_by_webhook(m(json!({"spec": {"providerID": "aws:///us-east-1a/i-2"}})).await),
+        denied_by_webhook(m2(json!({"spec": {"providerID": "aws:///us-east-1a/i-2"}})).await),
         "spec.providerID is already set to \"aws:///us-east-1a/i-1\" and cannot change: it only ever moves from empty to a value"
     );
     Ok(())
@@ -601,21 +640,17 @@ async fn jobs_policies_are_checked_wherever_one_appears() -> anyhow::Result<()> 
         ),
         "spec.template.spec.jobs.securityContext.capabilities.add: adding capabilities (NET_ADMIN) is not allowed: the module container holds the identity's cloud credentials"
     );
-    assert_eq!(
-        denied_by_webhook(
-            create::<TerraformMachine>(
-                &client,
-                &ns,
-                with(
-                    common::machine("m1", &ns),
-                    "/spec/jobs",
-                    json!({"env": [{"name": "TF_LOG", "value": "TRACE"}]})
-                )
-            )
-            .await
+    // A reserved env name is admitted (with an admission warning); the manager drops it.
+    create::<TerraformMachine>(
+        &client,
+        &ns,
+        with(
+            common::machine("m1", &ns),
+            "/spec/jobs",
+            json!({"env": [{"name": "TF_LOG", "value": "TRACE"}]}),
         ),
-        "spec.jobs.env[0].name \"TF_LOG\": names starting with TF_ are reserved for the runner and the Job's own environment (TF_ and KUBE_)"
-    );
+    )
+    .await?;
     // Also a CEL rule of the CRD schema, checked before the webhook.
     let lock = refused(
         create::<TerraformMachinePool>(
@@ -1484,5 +1519,69 @@ async fn the_shipped_manifests_are_accepted_by_the_api_server() -> anyhow::Resul
         }
     }
     assert_eq!(seen.len(), 7, "{seen:?}");
+    Ok(())
+}
+
+/// Identity DELETE reads what may use the identity page by page (`limit`/`continue`), keeping a
+/// slim copy of each object, so a large cluster neither times the check out nor fills the
+/// webhook's memory.
+#[tokio::test]
+async fn an_identity_delete_pages_through_a_few_thousand_objects() -> anyhow::Result<()> {
+    use kube::api::{ApiResource, DynamicObject};
+    use webhook::lookups::{INVENTORY_PAGE, Lookups, list_paged};
+    const MANY: usize = 2_000;
+    let (_, client, ns) = setup("wh-many").await?;
+    let identity = format!("{ns}-many");
+    let mut batch = tokio::task::JoinSet::new();
+    for i in 0..MANY {
+        let mut tm = common::machine(&format!("m-{i:04}"), &ns);
+        if i == MANY - 1 {
+            tm["spec"]["identityRef"] = json!({"name": identity});
+        }
+        let (client, ns) = (client.clone(), ns.clone());
+        batch.spawn(async move { create::<TerraformMachine>(&client, &ns, tm).await });
+        if batch.len() == 50 || i == MANY - 1 {
+            while let Some(created) = batch.join_next().await {
+                created??;
+            }
+        }
+    }
+
+    let ar = ApiResource::erase::<TerraformMachine>(&());
+    let listed = list_paged(
+        Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &ar),
+        INVENTORY_PAGE,
+        "listing TerraformMachines",
+        Some,
+    )
+    .await?;
+    assert_eq!(listed.items.len(), MANY);
+    // The API server may hand out one more (empty) page when the count is a multiple of it.
+    let pages = MANY.div_ceil(INVENTORY_PAGE as usize);
+    assert!(
+        (pages..=pages + 1).contains(&listed.pages),
+        "{} pages",
+        listed.pages
+    );
+
+    let inventory = KubeLookups::new(client.clone()).inventory().await?;
+    assert!(inventory.machines.len() >= MANY);
+    assert!(
+        inventory
+            .machines
+            .iter()
+            .all(|m| m.spec.workspace.source.image.is_empty() && m.status.is_none()),
+        "only slim copies are kept"
+    );
+    let ids: Api<TerraformClusterIdentity> = Api::all(client.clone());
+    let id: TerraformClusterIdentity =
+        serde_json::from_value(common::identity(&identity, &ns, "aws"))?;
+    ids.create(&PostParams::default(), &id).await?;
+    assert_eq!(
+        denied_by_webhook(ids.delete(&identity, &DeleteParams::default()).await),
+        format!(
+            "TerraformClusterIdentity {identity} cannot be deleted while it is in use: TerraformMachine {ns}/m-1999 (spec.identityRef) resolves to it (an object being deleted still needs it for its destroy)"
+        )
+    );
     Ok(())
 }

@@ -73,6 +73,8 @@ pub fn decode_machine_outputs(
         &mut verdict,
     ) {
         match (requested, reported) {
+            // The module has not reported its placement yet: pending, not a mismatch.
+            (Some(_), None) => verdict.pending.push("failure_domain"),
             (Some(want), got) if got.as_deref() != Some(want) => {
                 verdict.invalid("failure_domain", Rule::FailureDomainMismatch);
             }

@@ -52,13 +52,21 @@ pub const MAX_INSTANCES: usize = 1_000;
 /// The longest pool `instance_id`, in characters.
 pub const MAX_INSTANCE_ID: usize = 256;
 
+/// How deep JSON values nest before the state reader gives up on one (serde_json's recursion
+/// limit).
+pub const MAX_OUTPUT_DEPTH: usize = 128;
+
 /// One root output as the state records it.
 #[derive(Clone, PartialEq)]
 pub struct RootOutput {
-    /// The value (may be sensitive: never log it).
+    /// The value (may be sensitive: never log it); null when [`RootOutput::undecodable`].
     pub value: Value,
     /// Whether the output was declared sensitive.
     pub sensitive: bool,
+    /// Whether the value nests deeper than [`MAX_OUTPUT_DEPTH`] levels and could not be decoded.
+    /// The rest of the state is read all the same; a contract output in this case is reported
+    /// by name as [`Rule::Undecodable`].
+    pub undecodable: bool,
 }
 
 impl RootOutput {
@@ -67,6 +75,7 @@ impl RootOutput {
         Self {
             value,
             sensitive: false,
+            undecodable: false,
         }
     }
 }
@@ -76,6 +85,7 @@ impl fmt::Debug for RootOutput {
         f.debug_struct("RootOutput")
             .field("value", &"<redacted>")
             .field("sensitive", &self.sensitive)
+            .field("undecodable", &self.undecodable)
             .finish()
     }
 }
@@ -132,6 +142,8 @@ pub enum Rule {
     FailureDomainMismatch,
     /// A machine's `provider_id` changed after it was first written.
     ProviderIdChanged,
+    /// The value nests deeper than [`MAX_OUTPUT_DEPTH`] levels, so it could not be decoded.
+    Undecodable,
 }
 
 impl fmt::Display for Rule {
@@ -157,6 +169,10 @@ impl fmt::Display for Rule {
                 f.write_str("must equal the failure domain the machine was asked to use")
             }
             Self::ProviderIdChanged => f.write_str("must not change once written"),
+            Self::Undecodable => write!(
+                f,
+                "cannot be decoded: its value nests deeper than {MAX_OUTPUT_DEPTH} levels"
+            ),
         }
     }
 }
@@ -408,18 +424,23 @@ pub(crate) fn output<'a>(outputs: &'a RootOutputs, name: &str) -> Option<&'a Val
     outputs.get(name).map(|o| &o.value).filter(|v| !v.is_null())
 }
 
-/// Records every name as missing when none of them is in `outputs`; returns whether it did.
+/// Records every name as missing when none of them is in `outputs`, and returns whether it did;
+/// otherwise records each of them whose value could not be decoded as [`Rule::Undecodable`].
 pub(crate) fn check_missing(
     outputs: &RootOutputs,
     names: &[&'static str],
     verdict: &mut OutputsVerdict,
 ) -> bool {
-    if names.iter().any(|n| outputs.contains_key(*n)) {
-        false
-    } else {
+    if !names.iter().any(|n| outputs.contains_key(*n)) {
         verdict.missing.extend_from_slice(names);
-        true
+        return true;
     }
+    for name in names {
+        if outputs.get(*name).is_some_and(|o| o.undecodable) {
+            verdict.invalid(*name, Rule::Undecodable);
+        }
+    }
+    false
 }
 
 /// Counts characters the way Kubernetes length markers do.

@@ -5,7 +5,7 @@
 use super::fs::{Entry, EntryKind, Fs};
 use super::{ImageConfig, ImageOptions, Platform};
 use crate::checks;
-use crate::module::{self, SourceFile, is_config_file};
+use crate::module::{self, Runtime, SourceFile, is_config_file};
 use crate::report::{Finding, Severity};
 use crate::role::Role;
 use std::collections::BTreeSet;
@@ -137,7 +137,7 @@ pub fn check(
     }
     reserved_paths(fs, &mut out);
     runtime(fs, &user, &mut out);
-    let module = module_dir(fs, options.role, &mut out);
+    let module = module_dir(fs, options.role, image_runtime(fs, config), &mut out);
     if let Some(module_path) = &module {
         permissions(fs, module_path, &user, &mut out);
     }
@@ -365,6 +365,22 @@ fn reserved_paths(fs: &Fs, out: &mut Vec<Finding>) {
     }
 }
 
+/// The runtime the image runs, which decides which module files count: the `io.captf.runtime`
+/// label, else the name `/captf/runtime` links to, else OpenTofu.
+pub fn image_runtime(fs: &Fs, config: &ImageConfig) -> Runtime {
+    match config.labels.get(LABEL_RUNTIME).map(String::as_str) {
+        Some("terraform") => return Runtime::Terraform,
+        Some("tofu") => return Runtime::Tofu,
+        _ => {}
+    }
+    match fs.resolve(RUNTIME_PATH) {
+        Some((resolved, _)) if resolved.rsplit('/').next() == Some("terraform") => {
+            Runtime::Terraform
+        }
+        _ => Runtime::Tofu,
+    }
+}
+
 fn runtime(fs: &Fs, user: &User, out: &mut Vec<Finding>) {
     let path = shown(RUNTIME_PATH);
     let problem = match fs.resolve(RUNTIME_PATH) {
@@ -391,42 +407,65 @@ fn runtime(fs: &Fs, user: &User, out: &mut Vec<Finding>) {
     }
 }
 
-/// Reads the configuration files directly in `dir` (symlinks followed).
-fn config_files(fs: &Fs, dir: &str, display_dir: &str) -> Vec<SourceFile> {
+/// Reads the configuration files directly in `dir` (symlinks followed). A configuration file
+/// that is a link leading nowhere inside the image (dangling or looping), or not a regular file,
+/// comes back as a `module/parse` finding naming it: the runtime fails to load such a directory.
+fn config_files(fs: &Fs, dir: &str, display_dir: &str) -> (Vec<SourceFile>, Vec<Finding>) {
     let mut files = Vec::new();
+    let mut findings = Vec::new();
     for name in fs.children(dir) {
         if !is_config_file(&name) {
             continue;
         }
         let path = join(dir, &name);
-        if !matches!(
-            fs.resolve(&path),
+        let display = format!("{display_dir}/{name}");
+        let unreadable = |why: &str| Finding::error(checks::MODULE_PARSE, &display, None, why);
+        match fs.resolve(&path) {
             Some((
                 _,
                 Entry {
                     kind: EntryKind::File { .. },
                     ..
-                }
-            ))
-        ) {
-            continue;
+                },
+            )) => {}
+            Some((
+                _,
+                Entry {
+                    kind: EntryKind::Dir,
+                    ..
+                },
+            )) => continue,
+            Some(_) => {
+                findings.push(unreadable("not a regular file; the runtime cannot load it"));
+                continue;
+            }
+            None => {
+                findings.push(unreadable(
+                    "a symbolic link that leads nowhere inside the image (dangling or looping); the runtime fails to load the module",
+                ));
+                continue;
+            }
         }
-        if let Some(text) = fs
-            .read(&path)
-            .and_then(|d| String::from_utf8(d.to_vec()).ok())
-        {
-            files.push(SourceFile {
-                display: format!("{display_dir}/{name}"),
+        match fs.read(&path).map(|d| String::from_utf8(d.to_vec())) {
+            Some(Ok(text)) => files.push(SourceFile {
                 name,
+                display,
                 text,
-            });
+            }),
+            Some(Err(_)) => findings.push(Finding::error(
+                checks::MODULE_PARSE,
+                &display,
+                Some(1),
+                "the file is not UTF-8",
+            )),
+            None => findings.push(unreadable("its contents could not be read from the image")),
         }
     }
-    files
+    (files, findings)
 }
 
 /// Checks `/captf/module` and lints the module in it; returns its resolved path.
-fn module_dir(fs: &Fs, role: Role, out: &mut Vec<Finding>) -> Option<String> {
+fn module_dir(fs: &Fs, role: Role, runtime: Runtime, out: &mut Vec<Finding>) -> Option<String> {
     let display = shown(MODULE_PATH);
     match fs.resolve(MODULE_PATH) {
         None => {
@@ -448,16 +487,18 @@ fn module_dir(fs: &Fs, role: Role, out: &mut Vec<Finding>) -> Option<String> {
             None
         }
         Some((resolved, _)) => {
-            let files = config_files(fs, &resolved, &display);
-            if files.is_empty() {
+            let (files, unreadable) = config_files(fs, &resolved, &display);
+            if files.is_empty() && unreadable.is_empty() {
                 out.push(Finding::error(
                     checks::IMAGE_MODULE,
                     &display,
                     None,
                     "/captf/module holds no .tf, .tf.json, .tofu or .tofu.json file",
                 ));
+            } else if !unreadable.is_empty() {
+                out.extend(unreadable);
             } else {
-                out.extend(module::lint_sources(files, role, &display).1);
+                out.extend(module::lint_sources_for(files, role, &display, runtime).1);
             }
             Some(resolved)
         }
@@ -541,7 +582,7 @@ fn required_providers(fs: &Fs, module_dir: &str) -> BTreeSet<ProviderAddress> {
         if depth > MAX_MODULE_DEPTH || !visited.insert(dir.clone()) {
             continue;
         }
-        let (module, _) = module::load(config_files(fs, &dir, ""));
+        let (module, _) = module::load(config_files(fs, &dir, "").0);
         found.extend(
             module
                 .required_providers

@@ -13,14 +13,20 @@ use std::collections::BTreeSet;
 #[derive(Debug, Clone)]
 pub struct LineIndex {
     starts: Vec<usize>,
+    first_line: u32,
 }
 
 impl LineIndex {
     /// Indexes a text.
     pub fn new(text: &str) -> Self {
+        Self::starting_at(text, 1)
+    }
+
+    /// Indexes a part of a file whose first character is on line `first_line`.
+    pub fn starting_at(text: &str, first_line: u32) -> Self {
         let mut starts = vec![0];
         starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        Self { starts }
+        Self { starts, first_line }
     }
 
     /// The line holding byte `offset`.
@@ -29,7 +35,9 @@ impl LineIndex {
             Ok(i) => i,
             Err(i) => i.saturating_sub(1),
         };
-        u32::try_from(idx + 1).unwrap_or(u32::MAX)
+        u32::try_from(idx)
+            .unwrap_or(u32::MAX)
+            .saturating_add(self.first_line)
     }
 }
 

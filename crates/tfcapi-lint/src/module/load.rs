@@ -1,11 +1,13 @@
 //! Reads a module's top-level configuration files into one [`Module`] (spec: tfcapi-lint "Lint a
 //! module"): `.tf` and `.tofu` files through `hcl::edit` (spans give lines), `.tf.json` and
-//! `.tofu.json` through the line-keeping JSON reader. A `.tofu` file replaces the `.tf` file of
-//! the same name, as OpenTofu does; `override.tf` and `*_override.tf` files merge into the
+//! `.tofu.json` through the line-keeping JSON reader. Which files count depends on the runtime
+//! ([`files_for_runtime`]): under OpenTofu a `.tofu` file replaces the `.tf` file of the same
+//! name, Terraform ignores `.tofu` files; `override.tf` and `*_override.tf` files merge into the
 //! declarations they name. Nothing is evaluated and no runtime is run.
 
 use super::expr::{LineIndex, Lower, Node, Refs, lower_json};
 use super::json::{self, JsonNode, JsonValue};
+use super::split;
 use super::types::{Ty, parse_type, parse_type_str};
 use crate::checks;
 use crate::report::Finding;
@@ -52,6 +54,31 @@ pub struct Variable {
     pub nullable: Option<bool>,
     /// The `sensitive` argument, when a bool literal.
     pub sensitive: Option<bool>,
+    /// The `condition` of each `validation` block, as written with whitespace removed.
+    pub validations: Vec<String>,
+}
+
+impl Variable {
+    /// Whether the default is a literal `null`.
+    pub fn defaults_to_null(&self) -> bool {
+        self.default
+            .as_ref()
+            .is_some_and(|d| d.kind == super::expr::Kind::Null)
+    }
+
+    /// Whether a `validation` block would reject null: a condition that never compares with
+    /// `== null` (as `var.x == null || ...` or `var.x == null ? true : ...` do) either tests
+    /// `!= null` or calls something on the value, which fails on null.
+    pub fn validation_rejects_null(&self) -> bool {
+        self.validations
+            .iter()
+            .any(|c| !(c.contains("==null") || c.contains("null==")))
+    }
+}
+
+/// A condition's text without whitespace.
+fn condition_text(text: &str) -> String {
+    text.chars().filter(|c| !c.is_whitespace()).collect()
 }
 
 /// An `output` block.
@@ -143,6 +170,85 @@ pub fn is_config_file(name: &str) -> bool {
         && !name.starts_with('.')
 }
 
+/// The runtime a module is linted for: which of its files it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Runtime {
+    /// OpenTofu: reads `.tf`, `.tf.json`, `.tofu` and `.tofu.json`; `x.tofu` replaces `x.tf`.
+    #[default]
+    Tofu,
+    /// Terraform: reads `.tf` and `.tf.json` only; `.tofu` files are ignored.
+    Terraform,
+}
+
+impl Runtime {
+    /// `tofu` or `terraform`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tofu => "tofu",
+            Self::Terraform => "terraform",
+        }
+    }
+}
+
+/// The `.tf` file a `.tofu` file shadows (`x.tofu` → `x.tf`, `x.tofu.json` → `x.tf.json`).
+fn shadowed_name(name: &str) -> Option<String> {
+    if let Some(stem) = name.strip_suffix(".tofu.json") {
+        Some(format!("{stem}.tf.json"))
+    } else {
+        name.strip_suffix(".tofu").map(|stem| format!("{stem}.tf"))
+    }
+}
+
+/// The files `runtime` reads, and a `module/tofu-shadow` warning for each `.tf`/`.tofu` pair:
+/// OpenTofu reads `x.tofu` instead of `x.tf`, Terraform ignores every `.tofu` file, so the pair
+/// means the two runtimes run different code. The side the runtime never reads is not linted.
+pub fn files_for_runtime(
+    files: Vec<SourceFile>,
+    runtime: Runtime,
+) -> (Vec<SourceFile>, Vec<Finding>) {
+    let names: BTreeSet<String> = files.iter().map(|f| f.name.clone()).collect();
+    let mut findings = Vec::new();
+    for f in &files {
+        let Some(tf) = shadowed_name(&f.name).filter(|tf| names.contains(tf)) else {
+            continue;
+        };
+        let tf_display = files
+            .iter()
+            .find(|o| o.name == tf)
+            .map_or(tf.clone(), |o| o.display.clone());
+        let (file, message) = match runtime {
+            Runtime::Tofu => (
+                tf_display,
+                format!(
+                    "{tf} is shadowed by {}: OpenTofu reads {} instead, while Terraform would read {tf} and ignore {}; linted for tofu, so {tf} is not checked (merge the two, or lint with --runtime terraform too)",
+                    f.name, f.name, f.name
+                ),
+            ),
+            Runtime::Terraform => (
+                f.display.clone(),
+                format!(
+                    "{} would shadow {tf} under OpenTofu, but Terraform ignores .tofu files and reads {tf}; linted for terraform, so {} is not checked (merge the two, or lint with --runtime tofu too)",
+                    f.name, f.name
+                ),
+            ),
+        };
+        findings.push(Finding::warning(
+            checks::MODULE_TOFU_SHADOW,
+            &file,
+            Some(1),
+            message,
+        ));
+    }
+    let kept = match runtime {
+        Runtime::Tofu => apply_tofu_precedence(files),
+        Runtime::Terraform => files
+            .into_iter()
+            .filter(|f| shadowed_name(&f.name).is_none())
+            .collect(),
+    };
+    (kept, findings)
+}
+
 /// Drops `x.tf` when `x.tofu` exists (and `x.tf.json` when `x.tofu.json` exists).
 pub fn apply_tofu_precedence(files: Vec<SourceFile>) -> Vec<SourceFile> {
     let names: BTreeSet<String> = files.iter().map(|f| f.name.clone()).collect();
@@ -202,6 +308,22 @@ pub fn load(files: Vec<SourceFile>) -> (Module, Vec<Finding>) {
         }
     }
     (loader.module, loader.findings)
+}
+
+/// The `condition` strings of a JSON variable's `validation` (one object or a list of them).
+fn json_validations(body: &JsonNode) -> Vec<String> {
+    let Some(v) = body.get("validation") else {
+        return Vec::new();
+    };
+    let blocks: Vec<&JsonNode> = match &v.value {
+        JsonValue::Array(items) => items.iter().collect(),
+        _ => vec![v],
+    };
+    blocks
+        .into_iter()
+        .filter_map(|b| b.get("condition")?.as_str())
+        .map(condition_text)
+        .collect()
 }
 
 fn parse_error(file: &SourceFile, line: u32, message: String) -> Finding {
@@ -293,10 +415,50 @@ impl Loader {
     // ---- HCL ----
 
     fn hcl_file(&mut self, file: &SourceFile, is_override: bool) {
-        let body = match std::panic::catch_unwind(|| hcl::edit::parser::parse_body(&file.text)) {
+        // A large file is parsed a run of whole blocks at a time: the syntax tree of one run is
+        // dropped before the next is built (see `split`).
+        let runs = if file.text.len() >= split::SPLIT_MIN_BYTES {
+            split::runs(&file.text)
+        } else {
+            None
+        };
+        match runs {
+            Some(runs) => {
+                for run in runs {
+                    if !self.hcl_text(
+                        file,
+                        &file.text[run.start..run.end],
+                        run.first_line,
+                        is_override,
+                    ) {
+                        return;
+                    }
+                }
+            }
+            None => {
+                self.hcl_text(file, &file.text, 1, is_override);
+            }
+        }
+    }
+
+    /// Parses and loads `text`, a part of `file` starting on line `first_line`; returns whether
+    /// it parsed.
+    fn hcl_text(
+        &mut self,
+        file: &SourceFile,
+        text: &str,
+        first_line: u32,
+        is_override: bool,
+    ) -> bool {
+        let shift = |line: usize| {
+            u32::try_from(line)
+                .unwrap_or(u32::MAX)
+                .saturating_add(first_line - 1)
+        };
+        let body = match std::panic::catch_unwind(|| hcl::edit::parser::parse_body(text)) {
             Ok(Ok(body)) => body,
             Ok(Err(err)) => {
-                let line = u32::try_from(err.location().line()).unwrap_or(u32::MAX);
+                let line = shift(err.location().line());
                 if one_line_block(err.line()) {
                     self.findings.push(Finding::error(
                         checks::MODULE_ONE_LINE_BLOCK,
@@ -311,19 +473,20 @@ impl Loader {
                         format!("cannot parse: {}", err.message()),
                     ));
                 }
-                return;
+                return false;
             }
             Err(_) => {
                 self.findings.push(parse_error(
                     file,
-                    1,
+                    first_line,
                     "cannot parse: the parser failed".to_owned(),
                 ));
-                return;
+                return false;
             }
         };
-        let lines = LineIndex::new(&file.text);
+        let lines = LineIndex::starting_at(text, first_line);
         self.hcl_body(file, &body, &lines, is_override);
+        true
     }
 
     fn hcl_body(&mut self, file: &SourceFile, body: &Body, lines: &LineIndex, is_override: bool) {
@@ -443,6 +606,12 @@ impl Loader {
             .body
             .get_attribute("sensitive")
             .and_then(|a| bool_literal(&a.value));
+        let validations = block
+            .body
+            .get_blocks("validation")
+            .filter_map(|v| v.body.get_attribute("condition"))
+            .map(|a| condition_text(&a.value.to_string()))
+            .collect();
         let variable = Variable {
             name: name.to_owned(),
             file: file.display.clone(),
@@ -451,6 +620,7 @@ impl Loader {
             default,
             nullable,
             sensitive,
+            validations,
         };
         self.add_variable(variable, is_override);
     }
@@ -482,6 +652,9 @@ impl Loader {
             }
             if variable.sensitive.is_some() {
                 existing.sensitive = variable.sensitive;
+            }
+            if !variable.validations.is_empty() {
+                existing.validations = variable.validations;
             }
         }
     }
@@ -699,6 +872,7 @@ impl Loader {
             default: body.get("default").map(|d| lower_json(d, false)),
             nullable: body.get("nullable").and_then(JsonNode::as_bool),
             sensitive: body.get("sensitive").and_then(JsonNode::as_bool),
+            validations: json_validations(body),
         };
         self.add_variable(variable, is_override);
     }
@@ -803,6 +977,43 @@ mod tests {
         assert!(!one_line_block("  type = { a = 1 b = 2 }"));
         assert!(!one_line_block("variable \"x\" { # comment"));
         assert!(!one_line_block("resource \"a\" \"b\" {}"));
+    }
+
+    #[test]
+    fn tofu_shadowing_follows_the_runtime_and_warns_either_way() {
+        let f = |n: &str| SourceFile {
+            name: n.into(),
+            display: format!("m/{n}"),
+            text: String::new(),
+        };
+        let all = || {
+            vec![
+                f("main.tf"),
+                f("main.tofu"),
+                f("only.tofu"),
+                f("x.tf.json"),
+                f("x.tofu.json"),
+                f("y.tf"),
+            ]
+        };
+        let names = |files: &[SourceFile]| files.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
+        let (tofu, warnings) = files_for_runtime(all(), Runtime::Tofu);
+        assert_eq!(
+            names(&tofu),
+            ["main.tofu", "only.tofu", "x.tofu.json", "y.tf"]
+        );
+        assert_eq!(warnings.len(), 2);
+        assert!(warnings.iter().all(|w| w.id == checks::MODULE_TOFU_SHADOW));
+        assert_eq!(warnings[0].file, "m/main.tf");
+        assert!(
+            warnings[0]
+                .message
+                .starts_with("main.tf is shadowed by main.tofu")
+        );
+        let (terraform, warnings) = files_for_runtime(all(), Runtime::Terraform);
+        assert_eq!(names(&terraform), ["main.tf", "x.tf.json", "y.tf"]);
+        assert_eq!(warnings.len(), 2);
+        assert_eq!(warnings[0].file, "m/main.tofu");
     }
 
     #[test]

@@ -6,12 +6,13 @@ pub mod expr;
 pub mod json;
 pub mod load;
 pub mod rules;
+pub mod split;
 pub mod types;
 
 use crate::checks;
 use crate::report::Finding;
 use crate::role::Role;
-pub use load::{Module, SourceFile, is_config_file, load};
+pub use load::{Module, Runtime, SourceFile, files_for_runtime, is_config_file, load};
 use std::path::Path;
 
 /// Joins a directory as the user wrote it and a file name, the way findings show files.
@@ -25,20 +26,39 @@ pub fn display_path(dir: &str, name: &str) -> String {
     }
 }
 
-/// Lints already-read files: loads them and runs every check of `role`.
+/// Lints already-read files for OpenTofu: loads them and runs every check of `role`.
 pub fn lint_sources(files: Vec<SourceFile>, role: Role, dir: &str) -> (Module, Vec<Finding>) {
+    lint_sources_for(files, role, dir, Runtime::Tofu)
+}
+
+/// Lints already-read files for `runtime`: keeps the files it reads, loads them and runs every
+/// check of `role`.
+pub fn lint_sources_for(
+    files: Vec<SourceFile>,
+    role: Role,
+    dir: &str,
+    runtime: Runtime,
+) -> (Module, Vec<Finding>) {
+    let (files, mut findings) = files_for_runtime(files, runtime);
     if files.is_empty() {
-        return (
-            Module::default(),
-            vec![Finding::error(
-                checks::MODULE_NO_CONFIGURATION,
-                dir,
-                None,
-                "no .tf, .tf.json, .tofu or .tofu.json file at the top level of the module",
-            )],
-        );
+        let message = match runtime {
+            Runtime::Tofu => {
+                "no .tf, .tf.json, .tofu or .tofu.json file at the top level of the module"
+            }
+            Runtime::Terraform => {
+                "no .tf or .tf.json file at the top level of the module (Terraform ignores .tofu files)"
+            }
+        };
+        findings.push(Finding::error(
+            checks::MODULE_NO_CONFIGURATION,
+            dir,
+            None,
+            message,
+        ));
+        return (Module::default(), findings);
     }
-    let (module, mut findings) = load(files);
+    let (module, loaded) = load(files);
+    findings.extend(loaded);
     // A module that does not parse is not checked further: its declarations are incomplete, and
     // every contract finding would be a guess.
     if !findings
@@ -67,9 +87,11 @@ pub fn read_dir(dir: &Path, display: &str) -> (Vec<SourceFile>, Vec<Finding>) {
             );
         }
     };
+    // A symbolic link is kept even when it leads nowhere (dangling, or a loop): the runtime fails
+    // to load such a directory, so reading it below reports `module/parse` naming the file.
     let mut names: Vec<String> = entries
         .filter_map(Result::ok)
-        .filter(|e| e.path().is_file())
+        .filter(|e| e.path().is_file() || e.file_type().is_ok_and(|t| t.is_symlink()))
         .filter_map(|e| e.file_name().into_string().ok())
         .filter(|n| is_config_file(n))
         .collect();
@@ -90,23 +112,35 @@ pub fn read_dir(dir: &Path, display: &str) -> (Vec<SourceFile>, Vec<Finding>) {
                 Some(1),
                 "the file is not UTF-8",
             )),
-            Err(e) => findings.push(Finding::error(
-                checks::MODULE_PARSE,
-                &shown,
-                None,
-                format!("cannot read: {e}"),
-            )),
+            Err(e) => {
+                let link = std::fs::symlink_metadata(dir.join(&name))
+                    .is_ok_and(|m| m.file_type().is_symlink());
+                let message = if link {
+                    format!(
+                        "a symbolic link that cannot be read ({e}): it leads nowhere, loops or names a directory, and the runtime fails to load the module"
+                    )
+                } else {
+                    format!("cannot read: {e}")
+                };
+                findings.push(Finding::error(checks::MODULE_PARSE, &shown, None, message));
+            }
         }
     }
     (files, findings)
 }
 
-/// Lints the module in `dir` for `role`; `display` is how findings name the directory.
+/// Lints the module in `dir` for `role` and OpenTofu; `display` is how findings name the
+/// directory.
 pub fn lint_dir(dir: &Path, display: &str, role: Role) -> Vec<Finding> {
+    lint_dir_for(dir, display, role, Runtime::Tofu)
+}
+
+/// Lints the module in `dir` for `role` and `runtime`.
+pub fn lint_dir_for(dir: &Path, display: &str, role: Role, runtime: Runtime) -> Vec<Finding> {
     let (files, mut findings) = read_dir(dir, display);
     if files.is_empty() && !findings.is_empty() {
         return findings;
     }
-    findings.extend(lint_sources(files, role, display).1);
+    findings.extend(lint_sources_for(files, role, display, runtime).1);
     findings
 }

@@ -12,7 +12,7 @@ use crate::role::{
     CONTROL_PLANE_ENDPOINT_OUTPUT, EXPORTS_OUTPUT, HEALTH_OUTPUT, META_ARGUMENTS,
     PROVIDER_ID_LIST_OUTPUT, RESERVED_PREFIX, Role, health_states,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Runs every module check for `role`; `dir` names the module in findings without a file.
 pub fn check(module: &Module, role: Role, dir: &str) -> Vec<Finding> {
@@ -241,6 +241,16 @@ fn user_variables(module: &Module, role: Role, out: &mut Vec<Finding>) {
                     var.name
                 ),
             ));
+        } else if var.defaults_to_null() && var.validation_rejects_null() {
+            out.push(Finding::warning(
+                checks::INPUT_USER_VARIABLE_DEFAULT,
+                &var.file,
+                Some(var.line),
+                format!(
+                    "user variable `{}` defaults to null but a validation rejects null (its condition never tests == null), so it is required in effect: every object that does not set it in spec.variables fails plan; give it a non-null default, or let the validation accept null",
+                    var.name
+                ),
+            ));
         }
     }
 }
@@ -306,15 +316,24 @@ fn sensitive_references(module: &Module, role: Role, out: &mut Vec<Finding>) {
         .filter(|v| v.sensitive == Some(true) || role.input(&v.name).is_some_and(|d| d.sensitive))
         .map(|v| format!("var.{}", v.name))
         .collect();
-    loop {
-        let before = sensitive.len();
-        for local in &module.locals {
-            if local.sensitive_refs.iter().any(|r| sensitive.contains(r)) {
-                sensitive.insert(format!("local.{}", local.name));
-            }
+    // Sensitivity flows from a reference to every local that reads it: a walk over the
+    // "is read by" edges, linear in the references (a fixpoint over all locals would be
+    // quadratic in a long chain of locals).
+    let mut readers: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for local in &module.locals {
+        for r in &local.sensitive_refs {
+            readers
+                .entry(r.as_str())
+                .or_default()
+                .push(format!("local.{}", local.name));
         }
-        if sensitive.len() == before {
-            break;
+    }
+    let mut pending: Vec<String> = sensitive.iter().cloned().collect();
+    while let Some(r) = pending.pop() {
+        for reader in readers.get(r.as_str()).into_iter().flatten() {
+            if sensitive.insert(reader.clone()) {
+                pending.push(reader.clone());
+            }
         }
     }
     for o in &module.outputs {

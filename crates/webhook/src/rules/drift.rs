@@ -4,15 +4,14 @@
 //! A TerraformCluster's or TerraformMachine's `intervalSeconds: 0` turns drift checks off, and a
 //! cluster's `spec.defaults.drift.intervalSeconds: 0` does the same for its machines; a
 //! TerraformMachinePool's drift can never be turned off, so its own 0 is rejected (leave it unset
-//! for the default). No interval may be negative. A pool refreshes its membership every 15 to
-//! 86400 seconds; 0 (like unset) means the default of 60.
+//! for the default). No interval may be negative.
+//!
+//! A pool's `membershipRefreshIntervalSeconds` is not checked here: following the Contract
+//! Changelog ("15-86400, rejected below 15 by the CRD schema, not the webhook"), its bounds are
+//! the CRD schema's alone, 0 included (unset means 60). The API server applies them before any
+//! webhook runs.
 
 use super::{Rule, Violation};
-
-/// Shortest `membershipRefreshIntervalSeconds`.
-pub const MIN_MEMBERSHIP_REFRESH_SECONDS: i32 = 15;
-/// Longest `membershipRefreshIntervalSeconds`.
-pub const MAX_MEMBERSHIP_REFRESH_SECONDS: i32 = 86_400;
 
 /// Checks a drift interval at `path` (for example `spec.drift.intervalSeconds`) of a cluster, a
 /// machine or a cluster's defaults: 0 (off) or more.
@@ -41,21 +40,6 @@ pub fn check_pool_interval(path: &str, interval: Option<i32>, out: &mut Vec<Viol
             format!("{path}: {seconds} is negative: a pool's drift interval is at least 1 second"),
         )),
         _ => {}
-    }
-}
-
-/// Checks a TerraformMachinePool's `membershipRefreshIntervalSeconds` at `path`.
-pub fn check_membership_interval(path: &str, interval: Option<i32>, out: &mut Vec<Violation>) {
-    if let Some(seconds) = interval
-        && seconds != 0
-        && !(MIN_MEMBERSHIP_REFRESH_SECONDS..=MAX_MEMBERSHIP_REFRESH_SECONDS).contains(&seconds)
-    {
-        out.push(Violation::new(
-            Rule::MembershipInterval,
-            format!(
-                "{path}: {seconds} is out of bounds: use {MIN_MEMBERSHIP_REFRESH_SECONDS} to {MAX_MEMBERSHIP_REFRESH_SECONDS} seconds (0 or unset means 60)"
-            ),
-        ));
     }
 }
 
@@ -108,26 +92,5 @@ mod tests {
                 "spec.drift.intervalSeconds: -1 is negative: use 0 to turn drift checks off, or a number of seconds"
             ]
         );
-    }
-
-    #[test]
-    fn membership_interval_is_15_to_86400_or_the_default() {
-        let p = "spec.membershipRefreshIntervalSeconds";
-        for ok in [None, Some(0), Some(15), Some(86_400)] {
-            assert!(run(check_membership_interval, p, ok).is_empty(), "{ok:?}");
-        }
-        assert_eq!(
-            run(check_membership_interval, p, Some(14)),
-            [
-                "spec.membershipRefreshIntervalSeconds: 14 is out of bounds: use 15 to 86400 seconds (0 or unset means 60)"
-            ]
-        );
-        assert_eq!(
-            run(check_membership_interval, p, Some(86_401)),
-            [
-                "spec.membershipRefreshIntervalSeconds: 86401 is out of bounds: use 15 to 86400 seconds (0 or unset means 60)"
-            ]
-        );
-        assert_eq!(run(check_membership_interval, p, Some(-1)).len(), 1);
     }
 }

@@ -60,7 +60,9 @@ pub fn secret_access_denied(user: &str, secret_ref: &SecretReference) -> Violati
     )
 }
 
-/// Everything that can resolve to an identity, read cluster-wide.
+/// Everything that can resolve to an identity, read cluster-wide. The webhook's lookups keep only
+/// slim copies (name, namespace, the cluster-name label, identity references, a Cluster's
+/// TerraformCluster reference), read page by page.
 #[derive(Debug, Clone, Default)]
 pub struct Inventory {
     /// Every TerraformCluster.

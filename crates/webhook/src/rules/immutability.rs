@@ -3,7 +3,9 @@
 //!
 //! - TerraformMachine: `spec.source`, `spec.identityRef` (unset → set included), `spec.variables`
 //!   and `spec.variablesFrom` are fixed at creation; `spec.providerID` only moves from empty to
-//!   set; `jobs`, `drift`, `remediation` and all metadata stay mutable.
+//!   set, and only the manager's own ServiceAccount makes that first write (it copies the
+//!   module's `provider_id` output; anyone else setting it would tell Cluster API a machine exists
+//!   that the module never reported); `jobs`, `drift`, `remediation` and all metadata stay mutable.
 //! - TerraformCluster: `spec.controlPlaneEndpoint` is fixed once it has a host.
 //! - Templates: `spec.template.spec` is fixed, `spec.template.metadata` mutable, except during a
 //!   ClusterClass topology dry-run (a dry-run request whose object carries
@@ -55,6 +57,28 @@ pub fn check_machine_update(
             Rule::ProviderId,
             format!(
                 "spec.providerID is already set to {old_id:?} and cannot change: it only ever moves from empty to a value"
+            ),
+        ));
+    }
+}
+
+/// Checks who writes a TerraformMachine's `spec.providerID` the first time (empty → value, on
+/// UPDATE): only `manager`, the user name of the manager's ServiceAccount. A CREATE may carry one
+/// (`clusterctl move` and restores recreate machines with it).
+pub fn check_provider_id_first_write(
+    new: &TerraformMachineSpec,
+    old: &TerraformMachineSpec,
+    user: &str,
+    manager: &str,
+    out: &mut Vec<Violation>,
+) {
+    let was_empty = old.provider_id.as_deref().is_none_or(str::is_empty);
+    let now_set = new.provider_id.as_deref().is_some_and(|s| !s.is_empty());
+    if was_empty && now_set && user != manager {
+        out.push(Violation::new(
+            Rule::ProviderId,
+            format!(
+                "spec.providerID may only be set by the CAPTF manager ({manager}), which copies it from the module's provider_id output; {user} may not set it"
             ),
         ));
     }
@@ -191,6 +215,33 @@ mod tests {
                 "spec.variablesFrom is immutable on a TerraformMachine: replace the machine through a MachineDeployment or control-plane rollout instead of editing it",
             ]
         );
+    }
+
+    #[test]
+    fn only_the_managers_service_account_writes_provider_id_the_first_time() {
+        const MANAGER: &str = "system:serviceaccount:captf-system:captf-controller-manager";
+        let run = |new: &TerraformMachineSpec, old: &TerraformMachineSpec, user: &str| {
+            let mut out = Vec::new();
+            check_provider_id_first_write(new, old, user, MANAGER, &mut out);
+            out.into_iter().map(|v| v.message).collect::<Vec<_>>()
+        };
+        let old = machine();
+        let mut set = old.clone();
+        set.provider_id = Some("aws:///us-east-1a/i-1".into());
+        assert!(run(&set, &old, MANAGER).is_empty());
+        assert_eq!(
+            run(&set, &old, "alice"),
+            [
+                "spec.providerID may only be set by the CAPTF manager (system:serviceaccount:captf-system:captf-controller-manager), which copies it from the module's provider_id output; alice may not set it"
+            ]
+        );
+        let mut empty = old.clone();
+        empty.provider_id = Some(String::new());
+        assert_eq!(run(&set, &empty, "alice").len(), 1);
+        // Anything else is not a first write: unchanged, or cleared.
+        assert!(run(&set, &set, "alice").is_empty());
+        assert!(run(&old, &set, "alice").is_empty());
+        assert!(run(&empty, &old, "alice").is_empty());
     }
 
     #[test]

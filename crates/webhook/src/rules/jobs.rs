@@ -4,15 +4,17 @@
 //!
 //! The module container holds the identity's cloud credentials, so its security context may not
 //! be privileged, escalate privileges or add capabilities. A lock wait may not be able to fill the
-//! whole Job deadline. `TF_*` and `KUBE_*` names belong to the runner and the Job itself. Each
-//! check looks at one policy alone, never at its merge with a cluster's `spec.defaults.jobs`.
+//! whole Job deadline. `TF_*` and `KUBE_*` names, and the names the Job sets itself, belong to the
+//! runner and the Job: an entry using one is admitted with a warning, and the manager drops it
+//! (`contract::job_env`). Each check looks at one policy alone, never at its merge with a
+//! cluster's `spec.defaults.jobs`.
 
 use api::shared::JobPolicy;
 
 use super::{Rule, Violation};
 
-/// Prefixes of environment names reserved for the runner and the Job's own environment.
-pub const RESERVED_ENV_PREFIXES: [&str; 2] = ["TF_", "KUBE_"];
+pub use contract::job_env::RESERVED_ENV_PREFIXES;
+use contract::job_env::reserved_env_name;
 
 /// Checks one jobs policy found at `path` (for example `spec.jobs`).
 pub fn check_job_policy(path: &str, policy: &JobPolicy, out: &mut Vec<Violation>) {
@@ -57,14 +59,11 @@ pub fn check_job_policy(path: &str, policy: &JobPolicy, out: &mut Vec<Violation>
         ));
     }
     for (i, var) in policy.env.iter().flatten().enumerate() {
-        if let Some(prefix) = RESERVED_ENV_PREFIXES
-            .iter()
-            .find(|p| var.name.starts_with(**p))
-        {
-            out.push(Violation::new(
+        if let Some(why) = reserved_env_name(&var.name) {
+            out.push(Violation::warning(
                 Rule::JobsEnv,
                 format!(
-                    "{path}.env[{i}].name {:?}: names starting with {prefix} are reserved for the runner and the Job's own environment (TF_ and KUBE_)",
+                    "{path}.env[{i}].name {:?}: {why}; the manager drops this entry from the Job (event JobEnvDropped)",
                     var.name
                 ),
             ));
@@ -182,7 +181,7 @@ mod tests {
     }
 
     #[test]
-    fn env_names_starting_with_tf_or_kube_are_rejected() {
+    fn reserved_env_names_are_admitted_with_a_warning_the_manager_drops_them() {
         let var = |name: &str| EnvVar {
             name: name.into(),
             value: Some("x".into()),
@@ -193,14 +192,22 @@ mod tests {
                 var("HTTPS_PROXY"),
                 var("TF_LOG"),
                 var("KUBE_NAMESPACE"),
+                var("HOME"),
+                var("TMPDIR"),
+                var("CHECKPOINT_DISABLE"),
             ]),
             ..JobPolicy::default()
         };
+        let found = check(&p);
+        assert!(found.iter().all(|v| v.warning && v.rule == Rule::JobsEnv));
         assert_eq!(
-            messages(&p),
+            found.into_iter().map(|v| v.message).collect::<Vec<_>>(),
             [
-                "spec.jobs.env[1].name \"TF_LOG\": names starting with TF_ are reserved for the runner and the Job's own environment (TF_ and KUBE_)",
-                "spec.jobs.env[2].name \"KUBE_NAMESPACE\": names starting with KUBE_ are reserved for the runner and the Job's own environment (TF_ and KUBE_)",
+                "spec.jobs.env[1].name \"TF_LOG\": names starting with TF_ are reserved for the runner and the Job's own environment; the manager drops this entry from the Job (event JobEnvDropped)",
+                "spec.jobs.env[2].name \"KUBE_NAMESPACE\": names starting with KUBE_ are reserved for the runner and the Job's own environment; the manager drops this entry from the Job (event JobEnvDropped)",
+                "spec.jobs.env[3].name \"HOME\": the Job itself sets this name; the manager drops this entry from the Job (event JobEnvDropped)",
+                "spec.jobs.env[4].name \"TMPDIR\": the Job itself sets this name; the manager drops this entry from the Job (event JobEnvDropped)",
+                "spec.jobs.env[5].name \"CHECKPOINT_DISABLE\": the Job itself sets this name; the manager drops this entry from the Job (event JobEnvDropped)",
             ]
         );
         let ok = JobPolicy {

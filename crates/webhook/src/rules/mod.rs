@@ -1,6 +1,7 @@
 //! Every admission rule as a pure function of plain data. A rule that fails pushes a
 //! [`Violation`]: a stable [`Rule`] label (metrics, logs) and a message for the requester that
-//! names the field and the rule. Messages may echo names the requester wrote (a key, an image
+//! names the field and the rule. A violation either denies the request or, for what is allowed
+//! but likely a mistake, is returned as an admission warning. Messages may echo names the requester wrote (a key, an image
 //! reference); they never carry a Secret value, and they are never logged.
 //!
 //! On UPDATE, a field's checks run only when the field changed ("ratcheting"), so an object that
@@ -19,7 +20,8 @@ use std::fmt;
 /// The rule a violation breaks; its label feeds `captf_webhook_denials_total{rule}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Rule {
-    /// `spec.source.image` is not a valid image reference.
+    /// `spec.source.image` is not a valid image reference (a denial), or names neither a tag nor
+    /// a digest (a warning).
     ImageReference,
     /// A TerraformMachine's `source`, `identityRef`, `variables` or `variablesFrom` changed.
     MachineImmutable,
@@ -39,12 +41,11 @@ pub enum Rule {
     JobsSecurityContext,
     /// A jobs policy's `lockTimeoutSeconds` is not below its `activeDeadlineSeconds`.
     JobsLockTimeout,
-    /// A jobs policy's `env` uses a reserved `TF_` or `KUBE_` name.
+    /// A jobs policy's `env` uses a reserved name (`TF_*`, `KUBE_*` or one the Job sets itself):
+    /// a warning, the manager drops the entry.
     JobsEnv,
     /// A drift interval is negative, or a pool's is 0.
     DriftInterval,
-    /// A pool's `membershipRefreshIntervalSeconds` is out of bounds.
-    MembershipInterval,
     /// A TerraformClusterIdentity's `allowedNamespaces` is an empty object.
     AllowedNamespaces,
     /// The requester may not `get` the Secret an identity names.
@@ -79,7 +80,6 @@ impl Rule {
             Rule::JobsLockTimeout => "jobs-lock-timeout",
             Rule::JobsEnv => "jobs-env",
             Rule::DriftInterval => "drift-interval",
-            Rule::MembershipInterval => "membership-interval",
             Rule::AllowedNamespaces => "allowed-namespaces",
             Rule::SecretAccess => "secret-access",
             Rule::IdentityInUse => "identity-in-use",
@@ -105,14 +105,27 @@ pub struct Violation {
     pub rule: Rule,
     /// What is wrong, naming the field and the rule.
     pub message: String,
+    /// Whether the request is still allowed, with `message` as an admission warning (shown by
+    /// kubectl as `Warning: ...`) rather than a denial.
+    pub warning: bool,
 }
 
 impl Violation {
-    /// A violation of `rule` with `message`.
+    /// A violation of `rule` with `message` that denies the request.
     pub fn new(rule: Rule, message: impl Into<String>) -> Self {
         Self {
             rule,
             message: message.into(),
+            warning: false,
+        }
+    }
+
+    /// A breach of `rule` that is allowed but answered with `message` as an admission warning.
+    pub fn warning(rule: Rule, message: impl Into<String>) -> Self {
+        Self {
+            rule,
+            message: message.into(),
+            warning: true,
         }
     }
 }

@@ -9,13 +9,21 @@ use contract::names::ObjectKind;
 use super::{Rule, Violation, changed, jobs, variables};
 use crate::image;
 
-/// Checks `spec.source.image` at `path`.
+/// Checks `spec.source.image` at `path`: a malformed reference is denied; one without a tag or a
+/// digest is valid syntax (Security Model) and admitted with a warning.
 pub fn check_image(path: &str, reference: &str, out: &mut Vec<Violation>) {
-    if let Err(e) = image::parse(reference) {
-        out.push(Violation::new(
+    match image::parse(reference) {
+        Err(e) => out.push(Violation::new(
             Rule::ImageReference,
             format!("{path} {reference:?} is not a valid image reference: {e}"),
-        ));
+        )),
+        Ok(r) if !r.names_version() => out.push(Violation::warning(
+            Rule::ImageReference,
+            format!(
+                "{path} {reference:?} names neither a tag nor a digest: the runtime pulls latest, which can move; pin a tag or a digest"
+            ),
+        )),
+        Ok(_) => {}
     }
 }
 
@@ -70,16 +78,18 @@ mod tests {
     }
 
     #[test]
-    fn the_image_must_be_a_valid_reference_with_a_tag_or_digest() {
+    fn an_image_without_tag_or_digest_is_admitted_with_a_warning() {
         let v = run(&ws("ghcr.io/example/mod"), None);
         assert_eq!(
             v,
-            [Violation::new(
+            [Violation::warning(
                 Rule::ImageReference,
-                "spec.source.image \"ghcr.io/example/mod\" is not a valid image reference: it names neither a tag nor a digest (write repository:tag or repository@sha256:<64 hex digits>)"
+                "spec.source.image \"ghcr.io/example/mod\" names neither a tag nor a digest: the runtime pulls latest, which can move; pin a tag or a digest"
             )]
         );
         assert!(run(&ws("ghcr.io/example/mod:v1"), None).is_empty());
+        let bad = run(&ws("ghcr.io/Example/mod:v1"), None);
+        assert!(bad.len() == 1 && !bad[0].warning);
     }
 
     #[test]
