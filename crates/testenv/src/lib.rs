@@ -3,12 +3,15 @@
 //!
 //! - [`testbin`] finds the binaries `hack/testbin.sh` builds.
 //! - [`control_plane`] runs etcd, kube-apiserver and kube-controller-manager on loopback.
+//! - [`capi`] installs Cluster API into it and runs its three managers, as `clusterctl init`
+//!   would.
 //! - [`env`] shares one environment per test binary and hands each test its own namespace.
 //! - [`registry`] runs an OCI registry on loopback; [`image`] builds images into it and pulls
 //!   and unpacks them.
 //! - [`kubelet`] is the process kubelet; [`shim`] runs one container; [`fixture`] holds the
 //!   behaviours of the test fixture image.
 
+pub mod capi;
 pub mod control_plane;
 pub mod env;
 pub mod fixture;
