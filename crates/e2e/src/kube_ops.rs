@@ -181,18 +181,27 @@ impl Kube {
 
     /// Applies one object (server-side, as `kubectl apply --server-side` would).
     pub async fn apply(&self, obj: &Value, default_ns: &str) -> anyhow::Result<()> {
+        self.apply_with(obj, default_ns, false).await
+    }
+
+    /// Applies one object, or only asks the API server (and its admission webhooks) whether it
+    /// would (`--dry-run=server`).
+    pub async fn apply_with(
+        &self,
+        obj: &Value,
+        default_ns: &str,
+        dry_run: bool,
+    ) -> anyhow::Result<()> {
         let api_version = obj["apiVersion"].as_str().unwrap_or_default();
         let kind = obj["kind"].as_str().unwrap_or_default();
         let name = name_of(obj);
         let ns = obj["metadata"]["namespace"].as_str().unwrap_or(default_ns);
         let api = self.api(api_version, kind, ns).await?;
-        api.patch(
-            &name,
-            &PatchParams::apply("kubectl").force(),
-            &Patch::Apply(obj),
-        )
-        .await
-        .with_context(|| format!("applying {kind} {name}"))?;
+        let mut params = PatchParams::apply("kubectl").force();
+        params.dry_run = dry_run;
+        api.patch(&name, &params, &Patch::Apply(obj))
+            .await
+            .with_context(|| format!("applying {kind} {name}"))?;
         Ok(())
     }
 
@@ -203,11 +212,21 @@ impl Kube {
         yaml: &str,
         default_ns: &str,
     ) -> anyhow::Result<Vec<(String, String)>> {
+        self.apply_yaml_with(yaml, default_ns, false).await
+    }
+
+    /// [`Kube::apply_yaml`], or its server-side dry run.
+    pub async fn apply_yaml_with(
+        &self,
+        yaml: &str,
+        default_ns: &str,
+        dry_run: bool,
+    ) -> anyhow::Result<Vec<(String, String)>> {
         let docs: Vec<Value> =
             serde_saphyr::from_multiple(yaml).context("parsing the YAML stream")?;
         let mut applied = Vec::new();
         for doc in docs.into_iter().filter(Value::is_object) {
-            self.apply(&doc, default_ns).await?;
+            self.apply_with(&doc, default_ns, dry_run).await?;
             applied.push((
                 doc["kind"].as_str().unwrap_or_default().to_owned(),
                 name_of(&doc),
@@ -248,7 +267,8 @@ impl Kube {
         }
     }
 
-    /// Waits until the object exists and `ready` holds for it; returns it.
+    /// Waits until the object exists and `ready` holds for it; returns it. On a timeout the error
+    /// carries the object's last conditions.
     pub async fn wait_for(
         &self,
         (api_version, kind): (&str, &str),
@@ -258,13 +278,24 @@ impl Kube {
         what: &str,
         ready: impl Fn(&Value) -> bool,
     ) -> anyhow::Result<Value> {
-        eventually(timeout, &format!("{kind} {ns}/{name}: {what}"), || async {
+        let waited = eventually(timeout, &format!("{kind} {ns}/{name}: {what}"), || async {
             Ok(self
                 .get(api_version, kind, ns, name)
                 .await?
                 .filter(|o| ready(o)))
         })
-        .await
+        .await;
+        match waited {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                let last = self.get(api_version, kind, ns, name).await.ok().flatten();
+                let status = last.map_or_else(
+                    || "it does not exist".to_owned(),
+                    |o| format!("its status: {}", o["status"]),
+                );
+                Err(e.context(status))
+            }
+        }
     }
 
     /// Waits until the object is gone.

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use anyhow::Context as _;
 use serde_json::Value;
@@ -107,6 +106,10 @@ pub struct SeenJob {
     pub owner: String,
     pub succeeded: bool,
     pub volumes_secrets: Vec<String>,
+    /// For a destroy Job: whether its per-run inputs Secret (`captf-run-<job>`) held exactly the
+    /// owner's durable inputs (`captf-inputs-<c|m|mp>-<owner>`) when the Job was first seen:
+    /// `Ok(true)`, `Ok(false)`, or why that could not be told.
+    pub destroyed_from_durable_inputs: Option<Result<bool, String>>,
 }
 
 /// Every Job started in a namespace while it runs: Jobs are garbage collected with their owners,
@@ -131,30 +134,81 @@ fn seen_job(job: &Value) -> SeenJob {
         owner: label("captf.infrastructure.cluster.x-k8s.io/owner-name"),
         succeeded: job["status"]["succeeded"].as_i64().unwrap_or(0) > 0,
         volumes_secrets,
+        destroyed_from_durable_inputs: None,
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether the destroy Job `job` got its owner's durable inputs (see
+/// [`SeenJob::destroyed_from_durable_inputs`]).
+async fn from_durable_inputs(
+    kube: &Kube,
+    ns: &str,
+    job: &Value,
+    seen: &SeenJob,
+) -> Result<bool, String> {
+    let kind = job["metadata"]["labels"]["captf.infrastructure.cluster.x-k8s.io/owner-kind"]
+        .as_str()
+        .unwrap_or_default();
+    let kind = match kind {
+        "TerraformCluster" => contract::names::ObjectKind::Cluster,
+        "TerraformMachine" => contract::names::ObjectKind::Machine,
+        "TerraformMachinePool" => contract::names::ObjectKind::MachinePool,
+        other => return Err(format!("owner kind {other:?}")),
+    };
+    let run_name = contract::names::run_secret_name(&seen.name);
+    let durable_name = contract::names::durable_inputs_secret_name(kind, &seen.owner);
+    let get = |name: String| async move {
+        kube.get("v1", "Secret", ns, &name)
+            .await
+            .map_err(|e| format!("{e:#}"))?
+            .ok_or_else(|| format!("Secret {name} is gone"))
+    };
+    let run = get(run_name).await?;
+    let durable = get(durable_name).await?;
+    Ok(["main.tf.json", "terraform.tfvars.json"]
+        .iter()
+        .all(|k| run["data"][k].is_string() && run["data"][k] == durable["data"][k]))
+}
+
 impl JobLog {
-    /// Starts recording the Jobs of `ns` (twice a second) until the returned log is dropped by
-    /// every holder.
+    /// Starts recording the Jobs of `ns` (from a watch, so a Job's last state is seen even when
+    /// it is deleted right after it finished) until every holder dropped the returned log.
     pub fn watch(kube: &Kube, ns: &str) -> JobLog {
+        use futures::StreamExt as _;
+        use kube::runtime::watcher::{self, Event};
         let log = JobLog::default();
         let weak = Arc::downgrade(&log.seen);
         let kube = kube.clone();
         let ns = ns.to_owned();
         tokio::spawn(async move {
-            while let Some(seen) = weak.upgrade() {
-                if let Ok(jobs) = kube.list("batch/v1", "Job", &ns, "").await {
-                    let mut seen = seen
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    for job in &jobs {
-                        let j = seen_job(job);
-                        seen.insert(j.name.clone(), j);
-                    }
+            let api: kube::Api<k8s_openapi::api::batch::v1::Job> =
+                kube::Api::namespaced(kube.client.clone(), &ns);
+            let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                let Some(seen) = weak.upgrade() else { break };
+                let jobs = match event {
+                    Ok(Event::Apply(job) | Event::InitApply(job)) => vec![job],
+                    _ => continue,
+                };
+                for job in jobs {
+                    let job = serde_json::to_value(job).unwrap_or_default();
+                    let mut j = seen_job(&job);
+                    let earlier = lock(&seen)
+                        .get(&j.name)
+                        .map(|e| e.destroyed_from_durable_inputs.clone());
+                    j.destroyed_from_durable_inputs = match earlier {
+                        Some(known) => known,
+                        None if j.op == "destroy" => {
+                            Some(from_durable_inputs(&kube, &ns, &job, &j).await)
+                        }
+                        None => None,
+                    };
+                    lock(&seen).insert(j.name.clone(), j);
                 }
-                drop(seen);
-                tokio::time::sleep(Duration::from_millis(500)).await;
             }
         });
         log
@@ -162,12 +216,7 @@ impl JobLog {
 
     /// Every Job seen so far.
     pub fn jobs(&self) -> Vec<SeenJob> {
-        self.seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect()
+        lock(&self.seen).values().cloned().collect()
     }
 
     /// The Jobs of one operation (`apply`, `destroy`, ...) seen so far.

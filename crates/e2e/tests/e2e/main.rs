@@ -9,6 +9,7 @@
 
 mod clusterclass;
 mod control_plane_initialized;
+mod flavors;
 mod move_;
 mod pause;
 mod quickstart;

@@ -128,13 +128,10 @@ async fn a_machine_deployment_scales_terraform_machines_up_and_down() -> anyhow:
                 .find(|j| &&j.owner == tm && j.succeeded))
         })
         .await?;
-        assert!(
-            destroy
-                .volumes_secrets
-                .iter()
-                .any(|s| s == &format!("captf-inputs-m-{tm}")),
-            "the destroy Job of {tm} did not read the durable inputs: {:?}",
-            destroy.volumes_secrets
+        assert_eq!(
+            destroy.destroyed_from_durable_inputs,
+            Some(Ok(true)),
+            "the destroy Job of {tm} did not run from the durable inputs captf-inputs-m-{tm}"
         );
     }
     println!(
