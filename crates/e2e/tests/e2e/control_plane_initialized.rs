@@ -4,7 +4,7 @@
 //! re-applies with `control_plane_initialized = true`. (The other shape, the field set from
 //! KubeadmControlPlane, is covered by the `clusterctl move` test.)
 
-use e2e::kube_ops::{CAPI, INFRA, KUBEADM, eventually, is_true};
+use e2e::kube_ops::{CAPI, INFRA, KUBEADM, is_true};
 use e2e::quickstart::{self, WAIT};
 use e2e::suite::JobLog;
 use e2e::workload::Workload;
@@ -61,16 +61,7 @@ async fn the_control_plane_initialized_condition_alone_re_applies_the_cluster() 
         cluster["status"]["initialization"]["controlPlaneInitialized"], true,
         "this Cluster API sets the field without a control-plane provider too: the test no longer shows the condition-only shape"
     );
-    eventually(WAIT, "the cluster module's re-apply", || async {
-        Ok((jobs
-            .of_op("apply")
-            .iter()
-            .filter(|j| j.owner == CLUSTER && j.succeeded)
-            .count()
-            >= 2)
-            .then_some(()))
-    })
-    .await?;
+    quickstart::wait_applies(&jobs, CLUSTER, 2).await?;
     let state =
         quickstart::state_document(&kube, &ns, contract::names::ObjectKind::Cluster, CLUSTER)
             .await?;

@@ -109,20 +109,8 @@ async fn provisioned_with_a_node(
         },
     )
     .await?;
-    eventually(
-        WAIT,
-        "the cluster module's re-apply once the control plane is initialized",
-        || async {
-            Ok((jobs
-                .of_op("apply")
-                .iter()
-                .filter(|j| j.owner == CLUSTER && j.succeeded)
-                .count()
-                >= 2)
-                .then_some(()))
-        },
-    )
-    .await?;
+    // The cluster module re-applies once the control plane is initialized (fix 1).
+    quickstart::wait_applies(jobs, CLUSTER, 2).await?;
     Ok(name_of(&tm))
 }
 
