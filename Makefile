@@ -18,7 +18,9 @@ STATIC := RUSTFLAGS='-C target-feature=+crt-static'
 # Integration tests run the static runner (debug build) inside real Job pods.
 export CAPTF_RUNNER_BIN ?= $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/debug/runner
 
-.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit crds docs-check testbin runner-static runner-static-dev
+.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit crds docs-check testbin runner-static runner-static-dev \
+	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
+	testenv-deps pre-commit-tool
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -47,7 +49,7 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
-unit: testbin runner-static-dev ## All tests of the workspace (integration tests need the test binaries and a static runner).
+unit: testbin runner-static-dev testenv-deps pre-commit-tool ## All tests of the workspace (integration tests need the test binaries, a static runner, iproute2 and pre-commit).
 	$(CARGO) test --workspace --locked --no-fail-fast
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
@@ -62,5 +64,113 @@ testbin: ## Build the test binaries (kube-apiserver, etcd, tofu, crane, Cluster 
 runner-static: ## Build the static runner (release) that the runner image ships.
 	$(STATIC) $(CARGO) build --release --locked -p runner --target $(RUNNER_TARGET)
 
+# The manager and webhook are built with it, as `make docker-build IMAGE_PROFILE=dev` builds them:
+# one feature set for the static target, so the install test's image build reuses this build.
 runner-static-dev:
-	$(STATIC) $(CARGO) build --locked -p runner --target $(RUNNER_TARGET)
+	$(STATIC) $(CARGO) build --locked -p manager -p webhook -p runner --target $(RUNNER_TARGET)
+
+testenv-deps: ## What the test environment needs from the machine: `ip` (iproute2) for the pod network, installed when missing (root, Debian).
+	@command -v ip >/dev/null || { \
+	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null || { echo "testenv-deps: install iproute2 (the pod network runs ip)" >&2; exit 1; }; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iproute2; }
+
+# pre-commit from PyPI, in a virtualenv of its own, for the tfcapi-lint hook test.
+PRE_COMMIT_VERSION := 4.7.0
+PRE_COMMIT_VENV ?= $(CAPTF_CACHE)/pre-commit-$(PRE_COMMIT_VERSION)
+export CAPTF_PRE_COMMIT ?= $(PRE_COMMIT_VENV)/bin/pre-commit
+
+pre-commit-tool: ## Install pre-commit from PyPI into $(PRE_COMMIT_VENV) (the hook test runs it).
+	@test -f $(PRE_COMMIT_VENV)/.installed || { rm -rf $(PRE_COMMIT_VENV) && python3 -m venv $(PRE_COMMIT_VENV) && \
+	  $(PRE_COMMIT_VENV)/bin/pip install -q --disable-pip-version-check pre-commit==$(PRE_COMMIT_VERSION) && \
+	  touch $(PRE_COMMIT_VENV)/.installed; }
+
+# ---------------------------------------------------------------------------------------------
+# Images and releases (docs/src/installation.md). hack/image.sh picks the engine: docker when its
+# daemon answers, else podman, else buildah (installed from Debian's packages when missing, as
+# root), with vfs storage and chroot isolation.
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+# The manager image; the webhook and runner images sit beside it, with the same tag, unless set.
+IMG ?= localhost/cluster-api-provider-terraform:$(VERSION)
+image_repo = $(shell echo '$(1)' | sed -E 's#:[^:/]+$$##')
+image_tag = $(shell echo '$(1)' | sed -nE 's#.*:([^:/]+)$$#\1#p')
+WEBHOOK_IMG ?= $(call image_repo,$(IMG))-webhook:$(call image_tag,$(IMG))
+RUNNER_IMG ?= $(call image_repo,$(IMG))-runner:$(call image_tag,$(IMG))
+# Cargo profile of the image binaries (`dev` for quick local images; its output dir is debug/).
+IMAGE_PROFILE ?= release
+IMAGE_PROFILE_DIR = $(if $(filter dev,$(IMAGE_PROFILE)),debug,$(IMAGE_PROFILE))
+IMAGE_BIN_DIR = $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/$(IMAGE_PROFILE_DIR)
+IMAGE_CONTEXT = $(CARGO_TARGET_DIR)/image-context
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+STRIP ?= strip
+IMAGE_SOURCE ?= https://github.com/captf-io/cluster-api-provider-terraform
+IMAGE_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+IMAGE_ARGS = --build-arg VERSION=$(VERSION) --build-arg REVISION=$(IMAGE_REVISION) --build-arg SOURCE=$(IMAGE_SOURCE)
+
+static-binaries: ## Build the static manager, webhook and runner binaries the images ship (IMAGE_PROFILE=release).
+	$(STATIC) $(CARGO) build --locked --profile $(IMAGE_PROFILE) -p manager -p webhook -p runner --target $(RUNNER_TARGET)
+
+docker-build: static-binaries ## Build the manager (IMG), webhook (WEBHOOK_IMG) and runner (RUNNER_IMG) images.
+	@test -r $(CA_BUNDLE) || { echo "docker-build: no CA bundle at $(CA_BUNDLE): install ca-certificates or set CA_BUNDLE" >&2; exit 1; }
+	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/manager $(IMAGE_CONTEXT)/webhook $(IMAGE_CONTEXT)/runner
+	cp $(CA_BUNDLE) $(IMAGE_CONTEXT)/manager/
+	@# Symbols and debug information stay out of the images (the line tables of the release
+	@# profile are for local debugging).
+	for b in manager webhook runner; do $(STRIP) -o $(IMAGE_CONTEXT)/$$b/$$b $(IMAGE_BIN_DIR)/$$b; done
+	hack/image.sh build -f images/manager/Containerfile -t $(IMG) $(IMAGE_ARGS) $(IMAGE_CONTEXT)/manager
+	hack/image.sh build -f images/webhook/Containerfile -t $(WEBHOOK_IMG) $(IMAGE_ARGS) $(IMAGE_CONTEXT)/webhook
+	hack/image.sh build -f images/runner/Containerfile -t $(RUNNER_IMG) $(IMAGE_ARGS) $(IMAGE_CONTEXT)/runner
+
+docker-push: ## Push the three images docker-build built (IMG must name your registry).
+	@if [ "$(origin IMG)" = file ] || [ -z "$(IMG)" ]; then echo "docker-push: set IMG=<registry>/cluster-api-provider-terraform:<tag> (the webhook and runner images are pushed beside it)" >&2; exit 1; fi
+	hack/image.sh push $(IMG)
+	hack/image.sh push $(WEBHOOK_IMG)
+	hack/image.sh push $(RUNNER_IMG)
+
+# The no-op module images: one per role in NOOP and runtime in NOOP_RUNTIMES, tagged
+# $(NOOP_REGISTRY)/noop-<role>:$(VERSION)-<runtime>. TERRAFORM_IMAGE and TOFU_IMAGE, when set,
+# choose the base images (the defaults are the upstream ones named in the Containerfiles).
+NOOP ?= cluster machine machinepool
+NOOP_RUNTIMES ?= terraform opentofu
+NOOP_REGISTRY ?= localhost/captf
+noop_base_arg = $(if $(filter terraform,$(1)),$(if $(TERRAFORM_IMAGE),--build-arg TERRAFORM_IMAGE=$(TERRAFORM_IMAGE)),$(if $(TOFU_IMAGE),--build-arg TOFU_IMAGE=$(TOFU_IMAGE)))
+
+noop-registry-set:
+	@if [ "$(origin NOOP_REGISTRY)" = file ] || [ -z "$(NOOP_REGISTRY)" ]; then \
+	  echo "noop-images-push: set NOOP_REGISTRY=<registry>/<path> to push to" >&2; exit 1; fi
+
+noop-images: ## Build the no-op module images (NOOP="cluster machine machinepool", NOOP_REGISTRY, VERSION).
+	@for role in $(NOOP); do \
+	  test -d modules/noop/$$role || { echo "noop-images: no module modules/noop/$$role (NOOP takes cluster, machine, machinepool)" >&2; exit 1; }; \
+	done
+	$(foreach role,$(NOOP),$(foreach rt,$(NOOP_RUNTIMES),\
+	  hack/image.sh build -f modules/noop/Containerfile.$(rt) -t $(NOOP_REGISTRY)/noop-$(role):$(VERSION)-$(rt) \
+	    --build-arg ROLE=$(role) --build-arg IMAGE_VERSION=$(VERSION) --build-arg IMAGE_REVISION=$(IMAGE_REVISION) \
+	    --build-arg IMAGE_SOURCE=$(IMAGE_SOURCE) $(call noop_base_arg,$(rt)) modules/noop/$(role) &&)) true
+
+noop-images-push: noop-registry-set noop-images ## Build and push the no-op module images to NOOP_REGISTRY.
+	$(foreach role,$(NOOP),$(foreach rt,$(NOOP_RUNTIMES),hack/image.sh push $(NOOP_REGISTRY)/noop-$(role):$(VERSION)-$(rt) &&)) true
+
+# A clusterctl local repository: infrastructure-components.yaml (config/default with the release
+# images), metadata.yaml and the flavors of templates/.
+RELEASE_DIR ?= out/infrastructure-terraform/$(VERSION)
+RELEASE_IMG ?=
+RELEASE_WEBHOOK_IMG ?= $(call image_repo,$(RELEASE_IMG))-webhook:$(call image_tag,$(RELEASE_IMG))
+RELEASE_RUNNER_IMG ?= $(call image_repo,$(RELEASE_IMG))-runner:$(call image_tag,$(RELEASE_IMG))
+KUSTOMIZE ?= $(shell hack/testbin.sh --print-env | sed -n 's/^CAPTF_TESTBIN_KUSTOMIZE=//p')
+
+manifests-release: ## Render a clusterctl repository into RELEASE_DIR for RELEASE_IMG (manager image) and VERSION.
+	@test -x "$(KUSTOMIZE)" || hack/testbin.sh kustomize
+	RELEASE_DIR='$(RELEASE_DIR)' RELEASE_IMG='$(RELEASE_IMG)' RELEASE_WEBHOOK_IMG='$(RELEASE_WEBHOOK_IMG)' \
+	  RELEASE_RUNNER_IMG='$(RELEASE_RUNNER_IMG)' VERSION='$(VERSION)' KUSTOMIZE='$(KUSTOMIZE)' hack/manifests-release.sh
+
+# tfcapi-lint release assets. Only linux/amd64 builds on these machines; .github/workflows/release.yaml
+# builds the other platforms.
+LINT_DIST ?= dist
+
+release-lint: ## Build the static tfcapi-lint release asset and its checksum file into LINT_DIST.
+	$(STATIC) $(CARGO) build --release --locked -p tfcapi-lint --target $(RUNNER_TARGET)
+	mkdir -p $(LINT_DIST)
+	$(STRIP) -o $(LINT_DIST)/tfcapi-lint-linux-amd64 $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/release/tfcapi-lint
+	chmod 0755 $(LINT_DIST)/tfcapi-lint-linux-amd64
+	cd $(LINT_DIST) && sha256sum tfcapi-lint-*-* > tfcapi-lint-checksums.txt && cat tfcapi-lint-checksums.txt

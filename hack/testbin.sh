@@ -4,7 +4,8 @@
 #
 # Usage:
 #   hack/testbin.sh                 build every tool that is not cached yet
-#   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes, cluster-api)
+#   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes, kustomize,
+#                                   terraform, cluster-api)
 #   hack/testbin.sh --rebuild TOOL  delete TOOL's cached directory first, then build it
 #   hack/testbin.sh --print-env     print KEY=PATH lines (no build; paths may not exist yet)
 #   hack/testbin.sh --list          print "tool version dir" lines (no build)
@@ -17,15 +18,17 @@
 #     etcd-v3.6.16/etcd
 #     kubernetes-v1.36.3/kube-apiserver
 #     kubernetes-v1.36.3/kube-controller-manager
+#     kustomize-v5.8.1/kustomize
+#     terraform-v1.8.5/terraform
 #     cluster-api-v1.14.2/{capi-manager,kubeadm-bootstrap-manager,kubeadm-control-plane-manager,clusterctl}
 #   <version> is the version of the tool's main module as pinned in
 #   hack/testbin/<tool>/go.mod (the single source of truth; bump it there + `go mod tidy`).
 #
 # --print-env variables (one per binary, plus the root):
 #   CAPTF_TESTBIN, CAPTF_TESTBIN_TOFU, CAPTF_TESTBIN_CRANE, CAPTF_TESTBIN_ETCD,
-#   CAPTF_TESTBIN_KUBE_APISERVER, CAPTF_TESTBIN_KUBE_CONTROLLER_MANAGER, CAPTF_TESTBIN_CAPI_MANAGER,
-#   CAPTF_TESTBIN_KUBEADM_BOOTSTRAP_MANAGER, CAPTF_TESTBIN_KUBEADM_CONTROL_PLANE_MANAGER,
-#   CAPTF_TESTBIN_CLUSTERCTL
+#   CAPTF_TESTBIN_KUBE_APISERVER, CAPTF_TESTBIN_KUBE_CONTROLLER_MANAGER, CAPTF_TESTBIN_KUSTOMIZE,
+#   CAPTF_TESTBIN_TERRAFORM, CAPTF_TESTBIN_CAPI_MANAGER, CAPTF_TESTBIN_KUBEADM_BOOTSTRAP_MANAGER,
+#   CAPTF_TESTBIN_KUBEADM_CONTROL_PLANE_MANAGER, CAPTF_TESTBIN_CLUSTERCTL
 #
 # Cluster API's CRDs and webhook manifests are not copied anywhere: the test environment reads
 # them from the pinned module in the Go module cache (`--module-dir cluster-api` prints it).
@@ -41,7 +44,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WRAPPERS="$ROOT/hack/testbin"
 TESTBIN="${CAPTF_TESTBIN:-$HOME/.cache/captf/testbin}"
-ALL_TOOLS=(tofu crane etcd kubernetes cluster-api) # build order: fastest useful first
+ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api) # build order: fastest useful first
 
 # tool -> main module (its version names the directory)
 module_of() {
@@ -50,6 +53,8 @@ module_of() {
     crane) echo github.com/google/go-containerregistry ;;
     etcd) echo go.etcd.io/etcd/server/v3 ;;
     kubernetes) echo k8s.io/kubernetes ;;
+    kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
+    terraform) echo github.com/hashicorp/terraform ;;
     cluster-api) echo sigs.k8s.io/cluster-api ;;
     *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
   esac
@@ -63,6 +68,8 @@ binaries_of() {
     etcd) echo "etcd=go.etcd.io/etcd/server/v3" ;;
     kubernetes) echo "kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver" \
       "kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager" ;;
+    kustomize) echo "kustomize=sigs.k8s.io/kustomize/kustomize/v5" ;;
+    terraform) echo "terraform=github.com/hashicorp/terraform" ;;
     # clusterctl first: it is the quickest, and the managers share most of its packages.
     cluster-api) echo "clusterctl=sigs.k8s.io/cluster-api/cmd/clusterctl" \
       "capi-manager=sigs.k8s.io/cluster-api/core" \
@@ -101,6 +108,12 @@ ldflags_of() {
     tofu)
       # Without dev=no, `tofu version` reports "v1.12.6-dev".
       echo "-X github.com/opentofu/opentofu/version.dev=no" ;;
+    terraform)
+      # Without dev=no, `terraform version` reports "v1.8.5-dev".
+      echo "-X github.com/hashicorp/terraform/version.dev=no" ;;
+    kustomize)
+      # Without it, `kustomize version` reports "(devel)".
+      echo "-X sigs.k8s.io/kustomize/api/provenance.version=$version" ;;
     kubernetes)
       # Without these /version reports v0.0.0-master and Cluster API refuses to start.
       local minor major date

@@ -405,6 +405,12 @@ fn the_deployment_runs_the_documented_manager() {
             "--leader-elect",
             "--diagnostics-address=:8443",
             "--insecure-diagnostics=false",
+            "--health-addr=:9440",
+            "--runner-image=$(CAPTF_RUNNER_IMAGE)",
+            "--drift-default-interval=${CAPTF_DRIFT_DEFAULT_INTERVAL:=30m0s}",
+            "--state-backups=${CAPTF_STATE_BACKUPS:=5}",
+            "--runner-events=${CAPTF_RUNNER_EVENTS:=true}",
+            "--v=${CAPTF_LOG_LEVEL:=2}",
         ])
     );
 
@@ -443,13 +449,15 @@ fn the_deployment_runs_the_documented_manager() {
         ("/readyz".to_owned(), 9440)
     );
 
-    // The runner image defaults to the manager's own.
+    // The runner image is its own (set in config/default), passed as --runner-image.
     let env = container.env.clone().unwrap_or_default();
     let image_env = env
         .iter()
-        .find(|e| e.name == "CAPTF_MANAGER_IMAGE")
-        .expect("CAPTF_MANAGER_IMAGE");
-    assert_eq!(image_env.value, container.image);
+        .find(|e| e.name == "CAPTF_RUNNER_IMAGE")
+        .expect("CAPTF_RUNNER_IMAGE");
+    assert_eq!(image_env.value.as_deref(), Some("captf-runner:latest"));
+    assert_ne!(image_env.value, container.image);
+    assert!(!env.iter().any(|e| e.name == "CAPTF_MANAGER_IMAGE"));
 
     // Non-root, read-only root, no capabilities, RuntimeDefault seccomp.
     let pod_security = pod
@@ -517,30 +525,33 @@ fn the_metrics_service_reaches_the_metrics_port() {
 }
 
 #[test]
-fn the_kustomization_sets_the_image_and_copies_it_to_the_runner_image() {
+fn config_default_sets_the_manager_and_runner_images_and_the_runner_image_variable() {
     let deployment: Deployment = named("manager", "Deployment", "captf-controller-manager");
     let image = manager_container(&deployment)
         .image
         .clone()
         .expect("an image");
-    let kustomization = docs_of(&config_dir("manager").join("kustomization.yaml"));
+    let kustomization = docs_of(&config_dir("default").join("kustomization.yaml"));
     let k = &kustomization[0];
+    let names: Vec<&str> = k["images"]
+        .as_array()
+        .expect("images")
+        .iter()
+        .filter_map(|i| i["name"].as_str())
+        .collect();
     let placeholder = image.split(':').next().expect("an image name");
     assert!(
-        k["images"]
-            .as_array()
-            .expect("images")
-            .iter()
-            .any(|i| i["name"] == placeholder),
+        names.contains(&placeholder),
         "the images entry names {placeholder}"
     );
-    let replacement = &k["replacements"][0];
-    assert_eq!(
-        replacement["source"]["fieldPath"],
-        "spec.template.spec.containers.[name=manager].image"
+    assert!(
+        names.contains(&"captf-runner"),
+        "the images entry names captf-runner"
     );
+    // The image transformer also rewrites container env values (CAPTF_RUNNER_IMAGE).
+    let config = docs_of(&config_dir("default").join("kustomizeconfig.yaml"));
     assert_eq!(
-        replacement["targets"][0]["fieldPaths"][0],
-        "spec.template.spec.containers.[name=manager].env.[name=CAPTF_MANAGER_IMAGE].value"
+        config[0]["images"][0]["path"],
+        "spec/template/spec/containers[]/env[]/value"
     );
 }

@@ -22,8 +22,9 @@ use crate::shim::spawn_tied;
 use crate::testbin;
 
 /// The controllers kube-controller-manager runs: what Jobs, garbage collection, namespaces and
-/// service accounts need.
-pub const CONTROLLERS: &str = "namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,job-controller";
+/// service accounts need, and what Deployments and Services on the pod network need (ReplicaSets,
+/// Endpoints and EndpointSlices, PodDisruptionBudget status).
+pub const CONTROLLERS: &str = "namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,job-controller,deployment-controller,replicaset-controller,endpoints-controller,endpointslice-controller,disruption-controller";
 
 /// How long the control plane may take to become ready.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
@@ -65,7 +66,7 @@ struct Pki {
     sa_private: PathBuf,
 }
 
-fn make_pki(dir: &Path) -> anyhow::Result<Pki> {
+fn make_pki(dir: &Path, extra_ips: &[Ipv4Addr]) -> anyhow::Result<Pki> {
     let pki = dir.join("pki");
     std::fs::create_dir_all(&pki)?;
 
@@ -97,6 +98,11 @@ fn make_pki(dir: &Path) -> anyhow::Result<Pki> {
     serving
         .subject_alt_names
         .push(SanType::IpAddress(Ipv4Addr::new(10, 0, 0, 1).into()));
+    for ip in extra_ips {
+        serving
+            .subject_alt_names
+            .push(SanType::IpAddress((*ip).into()));
+    }
     serving
         .distinguished_name
         .push(DnType::CommonName, "kube-apiserver");
@@ -174,10 +180,16 @@ impl ControlPlane {
     ///
     /// The processes also die with the process that started them, however it exits.
     pub fn start(dir: &Path) -> anyhow::Result<Self> {
+        Self::start_with(dir, &[])
+    }
+
+    /// [`ControlPlane::start`], with more IP addresses in the API server's serving certificate:
+    /// the address pods reach it at (the pod network's gateway, see [`crate::podnet`]).
+    pub fn start_with(dir: &Path, extra_ips: &[Ipv4Addr]) -> anyhow::Result<Self> {
         let started = Instant::now();
         std::fs::create_dir_all(dir)?;
         let dir = dir.canonicalize()?;
-        let pki = make_pki(&dir)?;
+        let pki = make_pki(&dir, extra_ips)?;
         let mut cp = ControlPlane {
             endpoints: Endpoints {
                 server: String::new(),
@@ -236,6 +248,9 @@ impl ControlPlane {
                     pki.sa_private.display()
                 ),
                 "--enable-priority-and-fairness=false".into(),
+                // Webhooks, CRD conversion and aggregated APIs by their Service's endpoints (pod
+                // IPs on the pod network): there is no kube-proxy.
+                "--enable-aggregator-routing=true".into(),
                 "--profiling=false".into(),
                 "--v=1".into(),
             ],
@@ -416,15 +431,7 @@ pub async fn apply_crds(
     for crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
         loop {
-            let established = api
-                .get(&name)
-                .await?
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
+            if established(&api.get(&name).await?) {
                 break;
             }
             if Instant::now() > deadline {
@@ -460,6 +467,19 @@ pub fn yaml_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         .collect();
     files.sort();
     Ok(files)
+}
+
+/// Whether a CRD's `Established` condition is true (its kind is served).
+pub fn established(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
 }
 
 /// A kube client from a kubeconfig file.

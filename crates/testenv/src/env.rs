@@ -4,11 +4,12 @@
 use anyhow::Context as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::capi::ClusterApi;
 use crate::control_plane::{self, ControlPlane, Endpoints};
 use crate::kubelet::{Kubelet, KubeletConfig, KubeletInfo, scratch_dir};
+use crate::podnet::PodNetwork;
 use crate::registry::Registry;
 
 /// Whether `dir` is the root of a CAPTF checkout.
@@ -52,13 +53,16 @@ pub fn crds() -> anyhow::Result<Vec<CustomResourceDefinition>> {
     Ok(crds)
 }
 
-/// A running test environment. The control plane starts with it; the registry and the process
-/// kubelet start on first use, so tests that only need the API server never pay for them.
+/// A running test environment. The control plane and the pod network start with it; the registry
+/// and the process kubelet start on first use, so tests that only need the API server never pay
+/// for them.
 #[derive(Debug)]
 pub struct TestEnv {
     // Field order is drop order: Cluster API's managers stop before the API server they talk to.
     capi: Option<ClusterApi>,
     control_plane: ControlPlane,
+    /// The pod network (see [`crate::podnet`]); its failure fails only the kubelet.
+    network: Result<Arc<PodNetwork>, String>,
     registry: OnceLock<Result<Registry, String>>,
     kubelet: OnceLock<Result<KubeletInfo, String>>,
 }
@@ -123,7 +127,11 @@ impl TestEnv {
             .name("captf-testenv".into())
             .spawn(move || -> anyhow::Result<TestEnv> {
                 let dir = scratch_dir(&name)?;
-                let mut cp = ControlPlane::start(&dir)?;
+                let network = PodNetwork::create()
+                    .map(Arc::new)
+                    .map_err(|e| format!("the pod network failed to start: {e:#}"));
+                let extra_ips: Vec<_> = network.iter().map(|n| n.gateway()).collect();
+                let mut cp = ControlPlane::start_with(&dir, &extra_ips)?;
                 let mut env = if with_capi {
                     let mut captf =
                         control_plane::read_crds(&[repo_root().join("config/crd/bases")])?;
@@ -134,12 +142,12 @@ impl TestEnv {
                     let capi = on_own_runtime(move || async move {
                         ClusterApi::start(&kubeconfig, &capi_dir).await
                     })?;
-                    let mut env = TestEnv::new(cp);
+                    let mut env = TestEnv::new(cp, network);
                     env.capi = Some(capi);
                     env
                 } else {
                     cp.install_crd_list(&crds()?)?;
-                    TestEnv::new(cp)
+                    TestEnv::new(cp, network)
                 };
                 env.register_captf()?;
                 Ok(env)
@@ -164,10 +172,11 @@ impl TestEnv {
         })
     }
 
-    fn new(control_plane: ControlPlane) -> Self {
+    fn new(control_plane: ControlPlane, network: Result<Arc<PodNetwork>, String>) -> Self {
         TestEnv {
             capi: None,
             control_plane,
+            network,
             registry: OnceLock::new(),
             kubelet: OnceLock::new(),
         }
@@ -210,12 +219,22 @@ impl TestEnv {
                     let mut cfg =
                         KubeletConfig::new("captf-testenv", self.endpoints().dir.join("kubelet"));
                     cfg.shim_binary = Some(crate::shim::binary_path()?);
+                    cfg.pod_network = Some(self.network.clone().map_err(anyhow::Error::msg)?);
                     Kubelet::start_in_background(&self.endpoints().kubeconfig, cfg)
                 })()
                 .map_err(|e: anyhow::Error| format!("{e:#}"))
             })
             .as_ref()
             .map_err(|e| anyhow::anyhow!("the process kubelet failed to start: {e}"))
+    }
+
+    /// The pod network's gateway: where pods reach the API server, and the source address of
+    /// the API server's connections to pods.
+    pub fn pod_gateway(&self) -> anyhow::Result<std::net::Ipv4Addr> {
+        self.network
+            .as_ref()
+            .map(|n| n.gateway())
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Creates a fresh namespace named `<prefix>-<random>` for one test and returns its name.

@@ -62,6 +62,17 @@ pub enum FixtureCommand {
         #[arg(long)]
         seconds: u64,
     },
+    /// Serve HTTP on `0.0.0.0:--port` until killed: every request gets `200 OK` and the body
+    /// `<--body> <hostname>` (a pod on the pod network, behind a Service).
+    ServeHttp {
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+        #[arg(long, default_value = "hello")]
+        body: String,
+    },
+    /// Ask the API server for its version the way in-cluster clients do (`KUBERNETES_SERVICE_HOST`
+    /// and `_PORT`, the service-account token and CA), print it, and exit 0; exit 1 on failure.
+    ApiVersion,
 }
 
 #[derive(Debug, Serialize)]
@@ -176,20 +187,74 @@ pub fn run(cmd: &FixtureCommand) -> i32 {
             std::thread::sleep(std::time::Duration::from_secs(*seconds));
             0
         }
+        FixtureCommand::ServeHttp { port, body } => serve_http(*port, body),
+        FixtureCommand::ApiVersion => api_version(),
     }
 }
 
-fn wait_signal(marker: Option<&Path>, exit_code: i32, ignore_sigterm: bool) -> i32 {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
+fn serve_http(port: u16, body: &str) -> i32 {
+    use std::io::Read as _;
+    let listener = match std::net::TcpListener::bind(("0.0.0.0", port)) {
+        Ok(l) => l,
         Err(e) => {
-            eprintln!("runtime: {e}");
+            eprintln!("listening on port {port}: {e}");
             return 1;
         }
     };
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let reply = format!("{body} {host}");
+    println!("serving HTTP on port {port}");
+    let _ = std::io::stdout().flush();
+    for conn in listener.incoming() {
+        let Ok(mut conn) = conn else { continue };
+        let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+        let mut buf = [0u8; 4096];
+        let _ = conn.read(&mut buf);
+        let _ = write!(
+            conn,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+            reply.len()
+        );
+    }
+    0
+}
+
+fn api_version() -> i32 {
+    let Some(rt) = runtime() else { return 1 };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    rt.block_on(async {
+        let result = async {
+            let config = kube::Config::incluster()?;
+            let client = kube::Client::try_from(config)?;
+            anyhow::Ok(client.apiserver_version().await?)
+        }
+        .await;
+        match result {
+            Ok(v) => {
+                println!("API server {}", v.git_version);
+                0
+            }
+            Err(e) => {
+                println!("API server unreachable: {e:#}");
+                1
+            }
+        }
+    })
+}
+
+/// A current-thread tokio runtime, or `None` after saying why there is none.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| eprintln!("runtime: {e}"))
+        .ok()
+}
+
+fn wait_signal(marker: Option<&Path>, exit_code: i32, ignore_sigterm: bool) -> i32 {
+    let Some(rt) = runtime() else { return 1 };
     rt.block_on(async {
         use tokio::signal::unix::{SignalKind, signal};
         let (Ok(mut term), Ok(mut int)) = (

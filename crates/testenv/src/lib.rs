@@ -6,10 +6,12 @@
 //! - [`capi`] installs Cluster API into it and runs its three managers, as `clusterctl init`
 //!   would.
 //! - [`env`] shares one environment per test binary and hands each test its own namespace.
+//! - [`manifests`] renders `config/` and applies manifests server-side, keeping warnings.
 //! - [`registry`] runs an OCI registry on loopback; [`image`] builds images into it and pulls
 //!   and unpacks them.
-//! - [`kubelet`] is the process kubelet; [`shim`] runs one container; [`fixture`] holds the
-//!   behaviours of the test fixture image.
+//! - [`kubelet`] is the process kubelet; [`shim`] runs one container; [`podnet`] gives pods their
+//!   own network namespaces and addresses; [`fixture`] holds the behaviours of the test fixture
+//!   image.
 
 pub mod capi;
 pub mod control_plane;
@@ -17,7 +19,9 @@ pub mod env;
 pub mod fixture;
 pub mod image;
 pub mod kubelet;
+pub mod manifests;
 pub mod net;
+pub mod podnet;
 pub mod registry;
 pub mod shim;
 pub mod testbin;

@@ -136,6 +136,10 @@ pub struct ShimArgs {
     /// Hostname inside the container (a new UTS namespace).
     #[arg(long)]
     pub hostname: Option<String>,
+    /// A network namespace to join (`/run/netns/<name>`, see [`crate::podnet`]); without it the
+    /// container shares the host's network.
+    #[arg(long)]
+    pub netns: Option<PathBuf>,
     /// Set `no_new_privs` (`allowPrivilegeEscalation: false`).
     #[arg(long)]
     pub no_new_privileges: bool,
@@ -164,6 +168,7 @@ impl ShimArgs {
             workdir: None,
             env: Vec::new(),
             hostname: None,
+            netns: None,
             no_new_privileges: false,
             pid_file: None,
             error_file: None,
@@ -201,6 +206,9 @@ impl ShimArgs {
         }
         if let Some(h) = &self.hostname {
             a.extend(["--hostname".into(), h.into()]);
+        }
+        if let Some(n) = &self.netns {
+            a.extend(["--netns".into(), n.clone().into()]);
         }
         if self.no_new_privileges {
             a.push("--no-new-privileges".into());
@@ -311,6 +319,13 @@ fn supervise(child: Pid, blocked: &SigSet) -> anyhow::Result<i32> {
 /// The child: PID 1 of the new PID namespace. Returns only on failure.
 fn setup_and_exec(args: &ShimArgs, old_mask: &SigSet) -> anyhow::Result<Infallible> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).context("PR_SET_PDEATHSIG")?;
+    if let Some(path) = &args.netns {
+        // Joined while the host's /run/netns is still visible (before the new mount namespace).
+        let ns = fs::File::open(path)
+            .with_context(|| format!("opening network namespace {}", path.display()))?;
+        nix::sched::setns(&ns, CloneFlags::CLONE_NEWNET)
+            .with_context(|| format!("joining network namespace {}", path.display()))?;
+    }
     let mut flags = CloneFlags::CLONE_NEWNS;
     if args.hostname.is_some() {
         flags |= CloneFlags::CLONE_NEWUTS;

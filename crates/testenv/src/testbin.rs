@@ -40,6 +40,18 @@ const TOOLS: &[Tool] = &[
         binaries: &["kube-apiserver", "kube-controller-manager"],
     },
     Tool {
+        name: "kustomize",
+        module: "sigs.k8s.io/kustomize/kustomize/v5",
+        go_mod: include_str!("../../../hack/testbin/kustomize/go.mod"),
+        binaries: &["kustomize"],
+    },
+    Tool {
+        name: "terraform",
+        module: "github.com/hashicorp/terraform",
+        go_mod: include_str!("../../../hack/testbin/terraform/go.mod"),
+        binaries: &["terraform"],
+    },
+    Tool {
         name: "cluster-api",
         module: "sigs.k8s.io/cluster-api",
         go_mod: include_str!("../../../hack/testbin/cluster-api/go.mod"),

@@ -11,32 +11,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kubelet_common::{phase, shared, terminated, wait_log, wait_pod};
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kubelet_common::{create, phase, shared, terminated, wait_log, wait_pod};
 use serde_json::json;
-
-async fn create<K>(api: &Api<K>, value: serde_json::Value) -> K
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let obj: K = serde_json::from_value(value).expect("valid object");
-    // A new namespace's `default` ServiceAccount appears shortly after the namespace; until then
-    // the ServiceAccount admission plugin refuses pods.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match api.create(&PostParams::default(), &obj).await {
-            Ok(o) => return o,
-            Err(kube::Error::Api(e))
-                if e.code == 403
-                    && e.message.contains("service account")
-                    && Instant::now() < deadline =>
-            {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("create: {e}"),
-        }
-    }
-}
 
 /// A pod exercising volumes, env, envFrom, the security context and the termination message runs
 /// to `Succeeded`, as uid 65532 in its own PID namespace, with every value where a kubelet would
@@ -117,7 +94,12 @@ async fn pod_runs_with_volumes_env_and_security_context() {
         pod.spec.as_ref().unwrap().node_name.as_deref(),
         Some("captf-testenv")
     );
-    assert_eq!(status.pod_ip.as_deref(), Some("127.0.0.1"));
+    // Its own address on the pod network, published in its status.
+    let gateway = sh.env.pod_gateway().unwrap().to_string();
+    let subnet = gateway.strip_suffix(".1").unwrap();
+    let pod_ip = status.pod_ip.clone().unwrap();
+    assert!(pod_ip.starts_with(&format!("{subnet}.")), "pod IP {pod_ip}");
+    assert_ne!(pod_ip, gateway);
     assert!(status.start_time.is_some());
     let cs = &status.container_statuses.as_ref().unwrap()[0];
     let digest = sh.fixture.split('@').nth(1).unwrap();
@@ -173,7 +155,7 @@ async fn pod_runs_with_volumes_env_and_security_context() {
     assert_eq!(env["CM_level"], "3");
     assert_eq!(env["user"], "alice");
     assert!(env.get("OPTIONAL").is_none());
-    assert_eq!(env["KUBERNETES_SERVICE_HOST"], "127.0.0.1");
+    assert_eq!(env["KUBERNETES_SERVICE_HOST"], gateway.as_str());
     assert_eq!(
         env["KUBERNETES_SERVICE_PORT"],
         sh.env.endpoints().port.to_string().as_str()

@@ -1,8 +1,9 @@
 //! `captf-testenv`: the test environment's command line (ENGINEERING.md §2).
 //!
-//! - `up --dir D [--with-capi]` runs a whole environment in the foreground (control plane with
-//!   CAPTF's and Cluster API's CRDs, registry, process kubelet, and with `--with-capi` Cluster
-//!   API's three managers) until SIGTERM or Ctrl-C; `down --dir D` stops the one running in `D`;
+//! - `up --dir D [--with-capi]` runs a whole environment in the foreground (pod network, control
+//!   plane with CAPTF's and Cluster API's CRDs, registry with the runtime base images, process
+//!   kubelet, and with `--with-capi` Cluster API's three managers) until SIGTERM or Ctrl-C;
+//!   `down --dir D` stops the one running in `D`;
 //! - `shim ... -- CMD ARGS...` runs one container process (see `testenv::shim`);
 //! - `kubelet --kubeconfig K --node-name N --state-dir D` runs the process kubelet;
 //! - `fixture ...` (hidden) are the behaviours of the test fixture image.
@@ -127,7 +128,11 @@ fn up(dir: &std::path::Path, with_capi: bool) -> anyhow::Result<()> {
         );
     }
     let started = std::time::Instant::now();
-    let mut cp = testenv::control_plane::ControlPlane::start(&dir.join("control-plane"))?;
+    let network = std::sync::Arc::new(testenv::podnet::PodNetwork::create()?);
+    let mut cp = testenv::control_plane::ControlPlane::start_with(
+        &dir.join("control-plane"),
+        &[network.gateway()],
+    )?;
     let kubeconfig = cp.endpoints().kubeconfig.clone();
     let rt = tokio::runtime::Runtime::new()?;
     let mut capi = None;
@@ -150,18 +155,29 @@ fn up(dir: &std::path::Path, with_capi: bool) -> anyhow::Result<()> {
         let registry = testenv::registry::Registry::start(dir.join("registry")).await?;
         let mut cfg = testenv::kubelet::KubeletConfig::new("captf-testenv", dir.join("kubelet"));
         cfg.shim_binary = Some(testenv::shim::binary_path()?);
+        cfg.pod_network = Some(network.clone());
         let kubelet = testenv::kubelet::Kubelet::start_with_kubeconfig(&kubeconfig, cfg).await?;
-        std::fs::write(
-            dir.join("env"),
-            format!(
-                "export KUBECONFIG={}\nexport CAPTF_REGISTRY={}\n",
-                kubeconfig.display(),
-                registry.host()
-            ),
-        )?;
+        let mut env = format!(
+            "export KUBECONFIG={}\nexport CAPTF_REGISTRY={}\n",
+            kubeconfig.display(),
+            registry.host()
+        );
+        // The runtime bases of the no-op module images (`make noop-images` reads both).
+        match testenv::image::push_runtime_base_images(&registry.host()).await {
+            Ok(b) => {
+                use std::fmt::Write as _;
+                let _ = write!(
+                    env,
+                    "export TOFU_IMAGE={}\nexport TERRAFORM_IMAGE={}\n",
+                    b.tofu, b.terraform
+                );
+            }
+            Err(e) => eprintln!("captf-testenv: no runtime base images in the registry: {e:#}"),
+        }
+        std::fs::write(dir.join("env"), env)?;
         std::fs::write(&pid_file, std::process::id().to_string())?;
         println!(
-            "test environment up in {:.1}s: API server {}, registry {}{}\n  kubeconfig: {}\n  source {}/env   # sets KUBECONFIG and CAPTF_REGISTRY\n  captf-testenv down --dir {}",
+            "test environment up in {:.1}s: API server {}, registry {}{}\n  kubeconfig: {}\n  source {}/env   # sets KUBECONFIG, CAPTF_REGISTRY, TOFU_IMAGE and TERRAFORM_IMAGE\n  captf-testenv down --dir {}",
             started.elapsed().as_secs_f64(),
             cp.endpoints().server,
             registry.host(),

@@ -740,3 +740,58 @@ pub async fn fixture_image(
         .push(registry, repository, tag)
         .await
 }
+
+/// The runtime base images the no-op module Containerfiles copy their runtime from, built from
+/// the test binaries in the layouts of the upstream images they stand for: `tofu` at
+/// `/usr/local/bin/tofu` (like `ghcr.io/opentofu/opentofu:<version>-minimal`) and `terraform` at
+/// `/bin/terraform` (like `docker.io/hashicorp/terraform:<version>`), nothing else.
+#[derive(Debug, Clone)]
+pub struct RuntimeBaseImages {
+    /// `<registry>/opentofu/opentofu:<version>-minimal`.
+    pub tofu: String,
+    /// The OpenTofu version.
+    pub tofu_version: String,
+    /// `<registry>/hashicorp/terraform:<version>`.
+    pub terraform: String,
+    /// The Terraform version.
+    pub terraform_version: String,
+}
+
+/// Pushes the [`RuntimeBaseImages`] to `registry` (`host:port`).
+pub async fn push_runtime_base_images(registry: &str) -> anyhow::Result<RuntimeBaseImages> {
+    let tofu_version = crate::testbin::version("tofu")?;
+    let terraform_version = crate::testbin::version("terraform")?;
+    let (tofu_tag, terraform_tag) = (
+        format!("{}-minimal", tofu_version.trim_start_matches('v')),
+        terraform_version.trim_start_matches('v').to_owned(),
+    );
+    for (binary, path, repository, tag) in [
+        (
+            "tofu",
+            "/usr/local/bin/tofu",
+            "opentofu/opentofu",
+            &tofu_tag,
+        ),
+        (
+            "terraform",
+            "/bin/terraform",
+            "hashicorp/terraform",
+            &terraform_tag,
+        ),
+    ] {
+        let mut layer = Layer::new();
+        layer.host_file(path, crate::testbin::path(binary)?, 0o755);
+        ImageBuilder::new()
+            .layer(layer)
+            .entrypoint([path])
+            .push(registry, repository, tag)
+            .await
+            .with_context(|| format!("pushing the {binary} base image"))?;
+    }
+    Ok(RuntimeBaseImages {
+        tofu: format!("{registry}/opentofu/opentofu:{tofu_tag}"),
+        tofu_version: tofu_version.trim_start_matches('v').to_owned(),
+        terraform: format!("{registry}/hashicorp/terraform:{terraform_tag}"),
+        terraform_version: terraform_version.trim_start_matches('v').to_owned(),
+    })
+}

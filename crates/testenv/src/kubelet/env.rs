@@ -192,7 +192,13 @@ pub(crate) fn field_ref(pod: &Pod, path: &str) -> Result<String, String> {
         "spec.serviceAccountName" => spec
             .and_then(|s| s.service_account_name.clone())
             .unwrap_or_default(),
-        "status.hostIP" | "status.podIP" | "status.hostIPs" | "status.podIPs" => POD_IP.to_owned(),
+        "status.hostIP" | "status.hostIPs" => POD_IP.to_owned(),
+        // The kubelet stamps the address it gave the pod into the status it hands here.
+        "status.podIP" | "status.podIPs" => pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .unwrap_or_else(|| POD_IP.to_owned()),
         _ => {
             if let Some(k) = map_key("metadata.labels['") {
                 meta.labels

@@ -16,14 +16,21 @@
 //! short back-off, init containers included); volumes `emptyDir`, `hostPath`, `secret`,
 //! `configMap`, `downwardAPI` (`fieldRef`) and `projected` (those plus `serviceAccountToken`);
 //! `env`/`envFrom` with `secretKeyRef`, `configMapKeyRef`, `fieldRef`; `$(VAR)` expansion.
-//! Not supported: probes, lifecycle hooks, resource limits (no cgroups), `resourceFieldRef`,
-//! capabilities (a root container keeps the host's), seccomp, ports and Services, ephemeral
+//! With a [pod network](crate::podnet), each pod without `hostNetwork` has its own network
+//! namespace and address (written to its status, so EndpointSlices fill in) and reaches the API
+//! server at `KUBERNETES_SERVICE_HOST`/`PORT`; readiness probes (`httpGet`, `tcpSocket`) decide
+//! when a container is Ready.
+//!
+//! Not supported: liveness, startup, `exec` and `grpc` probes, lifecycle hooks, resource limits
+//! (no cgroups), `resourceFieldRef`, capabilities (a root container keeps the host's), seccomp,
+//! ClusterIP Services from inside pods (no kube-proxy: pods reach the API server only), ephemeral
 //! containers, sidecars (`restartPolicy: Always` on init containers), image pull secrets (the
 //! registry needs none).
 
 mod container;
 mod env;
 mod pod;
+mod probe;
 mod status;
 mod volumes;
 
@@ -45,6 +52,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::image::ImageStore;
+use crate::podnet::PodNetwork;
 
 pub use status::POD_IP;
 
@@ -63,6 +71,10 @@ pub struct KubeletConfig {
     pub shim_binary: Option<PathBuf>,
     /// How often secret, configMap and projected volumes are re-synced while a pod runs.
     pub sync_period: Duration,
+    /// The pod network: each pod without `hostNetwork` gets its own network namespace and
+    /// address on it, and reaches the API server through its gateway (see [`crate::podnet`]).
+    /// Without one, every pod shares the host's network namespace and address (`127.0.0.1`).
+    pub pod_network: Option<Arc<PodNetwork>>,
 }
 
 impl KubeletConfig {
@@ -74,6 +86,7 @@ impl KubeletConfig {
             image_dir: None,
             shim_binary: None,
             sync_period: Duration::from_secs(2),
+            pod_network: None,
         }
     }
 }
@@ -86,6 +99,8 @@ pub(crate) struct Ctx {
     images: ImageStore,
     api_host: String,
     api_port: u16,
+    /// The pod network and the gateway address pods reach the API server at.
+    network: Option<(Arc<PodNetwork>, String)>,
     sync_period: Duration,
     shutdown: watch::Receiver<bool>,
 }
@@ -119,6 +134,18 @@ impl Kubelet {
                 .clone()
                 .unwrap_or_else(|| kcfg.state_dir.join("images")),
         )?;
+        let network = match &kcfg.pod_network {
+            Some(net) => {
+                if !matches!(api_host.as_str(), "127.0.0.1" | "localhost") {
+                    anyhow::bail!(
+                        "the pod network relays pods to an API server on loopback, not {api_host}"
+                    );
+                }
+                let relay = net.forward_to_loopback(api_port)?;
+                Some((net.clone(), relay.ip().to_string()))
+            }
+            None => None,
+        };
         register_node(&client, &kcfg.node_name).await?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let ctx = Arc::new(Ctx {
@@ -128,6 +155,7 @@ impl Kubelet {
             images,
             api_host,
             api_port,
+            network,
             sync_period: kcfg.sync_period,
             shutdown: shutdown_rx,
         });

@@ -16,14 +16,16 @@ use tokio::time::Instant;
 use tracing::{Instrument as _, debug, info, warn};
 
 use crate::image::Image;
+use crate::podnet::PodNet;
 use crate::shim::{MountSpec, ShimArgs};
 
 use super::Ctx;
 use super::container::{self, Exit, RunFiles, Running};
 use super::env;
+use super::probe;
 use super::status::{
-    Conditions, exit_code, initial_status, is_running, is_terminated, now, running, terminated,
-    waiting, with_ips,
+    Conditions, POD_IP, exit_code, initial_status, is_running, is_terminated, now, running,
+    terminated, waiting, with_ips,
 };
 use super::volumes::PodVolumes;
 
@@ -184,6 +186,22 @@ struct RunningContainer {
     log_offset: u64,
     policy: Option<String>,
     container_id: String,
+    /// The readiness probe's task, stopped with the container.
+    probe: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for RunningContainer {
+    fn drop(&mut self) {
+        if let Some(p) = self.probe.take() {
+            p.abort();
+        }
+    }
+}
+
+/// What the main-container loop waits for.
+enum Event {
+    Exit(Exit),
+    Readiness(probe::Readiness),
 }
 
 struct Worker {
@@ -210,6 +228,10 @@ struct Worker {
     running: HashMap<String, RunningContainer>,
     exits_tx: mpsc::UnboundedSender<Exit>,
     exits_rx: mpsc::UnboundedReceiver<Exit>,
+    readiness_tx: mpsc::UnboundedSender<probe::Readiness>,
+    readiness_rx: mpsc::UnboundedReceiver<probe::Readiness>,
+    /// The pod's network namespace and address, once given (never for `hostNetwork` pods).
+    net: Option<PodNet>,
 }
 
 /// Runs one pod from its first sight on this node until its object is gone.
@@ -261,6 +283,7 @@ async fn run_pod_inner(
     ));
 
     let (exits_tx, exits_rx) = mpsc::unbounded_channel();
+    let (readiness_tx, readiness_rx) = mpsc::unbounded_channel();
     let init_specs = spec.init_containers.clone().unwrap_or_default();
     let main_specs = spec.containers.clone();
     let main_reason = if init_specs.is_empty() {
@@ -307,6 +330,9 @@ async fn run_pod_inner(
         running: HashMap::new(),
         exits_tx,
         exits_rx,
+        readiness_tx,
+        readiness_rx,
+        net: None,
     };
 
     let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
@@ -355,11 +381,77 @@ impl Worker {
         Api::namespaced(self.ctx.client.clone(), &self.ns)
     }
 
+    /// The latest pod object, with the address this kubelet gave it in its status (what
+    /// `status.podIP` field references read).
     fn latest_pod(&self) -> Arc<Pod> {
-        self.pod_rx
+        let pod = self
+            .pod_rx
             .borrow()
             .clone()
-            .unwrap_or_else(|| self.pod.clone())
+            .unwrap_or_else(|| self.pod.clone());
+        let ip = self.pod_ip();
+        if pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()) == Some(ip.as_str()) {
+            return pod;
+        }
+        let mut pod = (*pod).clone();
+        pod.status.get_or_insert_with(PodStatus::default).pod_ip = Some(ip);
+        Arc::new(pod)
+    }
+
+    /// The pod's address: its own on the pod network, else the host's.
+    fn pod_ip(&self) -> String {
+        self.net
+            .as_ref()
+            .map_or_else(|| POD_IP.to_owned(), |n| n.ip.to_string())
+    }
+
+    /// Where the pod's containers reach the API server.
+    fn api_endpoint(&self) -> (String, u16) {
+        match (&self.net, &self.ctx.network) {
+            (Some(_), Some((_, gateway))) => (gateway.clone(), self.ctx.api_port),
+            _ => (self.ctx.api_host.clone(), self.ctx.api_port),
+        }
+    }
+
+    /// Gives the pod its network namespace on the pod network, unless it asks for the host's
+    /// network (or there is no pod network). Retried with back-off, like a real kubelet's
+    /// `FailedCreatePodSandBox`.
+    async fn attach_network(&mut self) -> Result<(), Interrupted> {
+        let host_network = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false);
+        let Some((network, _)) = self.ctx.network.clone() else {
+            return Ok(());
+        };
+        if host_network {
+            return Ok(());
+        }
+        let mut backoff = Backoff::new();
+        loop {
+            let n = network.clone();
+            let r = interruptible(&mut self.stop, async move {
+                tokio::task::spawn_blocking(move || n.attach())
+                    .await
+                    .map_err(|e| anyhow::anyhow!("pod network task: {e}"))
+                    .and_then(|r| r)
+            })
+            .await?;
+            match r {
+                Ok(net) => {
+                    debug!(ip = %net.ip, netns = %net.name, "pod network attached");
+                    self.net = Some(net);
+                    return Ok(());
+                }
+                Err(e) => {
+                    warn!(error = %format!("{e:#}"), "FailedCreatePodSandBox");
+                    let d = backoff.next();
+                    sleep_interruptible(&mut self.stop, d).await?;
+                }
+            }
+        }
     }
 
     fn restart_policy(&self) -> String {
@@ -426,16 +518,20 @@ impl Worker {
 
     async fn write_status(&mut self) {
         self.update_conditions();
-        let status = with_ips(PodStatus {
-            phase: Some(self.phase.to_owned()),
-            conditions: Some(self.conditions.to_vec()),
-            init_container_statuses: Some(self.init.clone()),
-            container_statuses: Some(self.main.clone()),
-            start_time: Some(self.start_time.clone()),
-            reason: self.reason.clone(),
-            message: self.message.clone(),
-            ..Default::default()
-        });
+        let pod_ip = self.pod_ip();
+        let status = with_ips(
+            PodStatus {
+                phase: Some(self.phase.to_owned()),
+                conditions: Some(self.conditions.to_vec()),
+                init_container_statuses: Some(self.init.clone()),
+                container_statuses: Some(self.main.clone()),
+                start_time: Some(self.start_time.clone()),
+                reason: self.reason.clone(),
+                message: self.message.clone(),
+                ..Default::default()
+            },
+            &pod_ip,
+        );
         let patch = serde_json::json!({ "status": status });
         match self
             .api()
@@ -457,6 +553,7 @@ impl Worker {
         &mut self,
         refresher: &mut Option<tokio::task::JoinHandle<()>>,
     ) -> Result<(), Interrupted> {
+        self.attach_network().await?;
         self.write_status().await;
 
         let mut backoff = Backoff::new();
@@ -522,7 +619,14 @@ impl Worker {
                 self.write_status().await;
                 return Ok(());
             }
-            let exit = self.next_exit().await?;
+            let exit = match self.next_event().await? {
+                Event::Exit(exit) => exit,
+                Event::Readiness(r) => {
+                    self.set_ready(&r);
+                    self.write_status().await;
+                    continue;
+                }
+            };
             let name = exit.name.clone();
             let code = self.record_exit(exit).await;
             let restart = match policy.as_str() {
@@ -597,6 +701,30 @@ impl Worker {
         }
     }
 
+    /// The next exit of a container or change of a readiness probe's verdict.
+    async fn next_event(&mut self) -> Result<Event, Interrupted> {
+        if self.stop.borrow().any() {
+            return Err(Interrupted);
+        }
+        tokio::select! {
+            biased;
+            () = stopped(&mut self.stop) => Err(Interrupted),
+            e = self.exits_rx.recv() => e.map(Event::Exit).ok_or(Interrupted),
+            r = self.readiness_rx.recv() => r.map(Event::Readiness).ok_or(Interrupted),
+        }
+    }
+
+    /// Records a readiness probe's verdict on the container it ran against.
+    fn set_ready(&mut self, r: &probe::Readiness) {
+        if let Some(s) = self.status_mut(&r.name)
+            && s.container_id.as_deref() == Some(r.container_id.as_str())
+            && is_running(s)
+        {
+            debug!(container = %r.name, ready = r.ready, "readiness changed");
+            s.ready = r.ready;
+        }
+    }
+
     /// Starts a container, retrying image pulls and configuration errors with back-off; a
     /// container that cannot run is reported on the exit channel as a `StartError`.
     async fn start_container(&mut self, spec: &Container) -> Result<(), Interrupted> {
@@ -641,50 +769,15 @@ impl Worker {
         }
     }
 
-    async fn try_start(&mut self, c: &Container) -> Result<(), StartFailure> {
-        let ctx = self.ctx.clone();
-        let image_ref = c.image.clone().unwrap_or_default();
-        let image: Image = tokio::select! {
-            biased;
-            () = stopped(&mut self.stop) => return Err(StartFailure::Internal("stopped".into())),
-            r = ctx.images.ensure(&image_ref, c.image_pull_policy.as_deref()) => {
-                r.map_err(|e| StartFailure::Pull(format!("{e:#}")))?
-            }
-        };
-        let pod = self.latest_pod();
-        let run_as =
-            env::run_as(&pod, c, &image.config, &image.rootfs).map_err(StartFailure::Config)?;
-        let mut sources = env::Sources::new(&ctx.client, &self.ns);
-        let kenv = env::kubelet_env(&mut sources, &pod, c, &ctx.api_host, ctx.api_port)
-            .await
-            .map_err(StartFailure::Config)?;
-        let argv = env::command_line(c, &image.config, &kenv).map_err(StartFailure::Config)?;
-        let spec = pod.spec.clone().unwrap_or_default();
-        let mut hostname = spec.hostname.clone().unwrap_or_else(|| self.name.clone());
-        hostname.truncate(63);
-        let envv = env::final_env(&image.config, &kenv, &hostname, &run_as.home);
-
-        let restart = self.status_mut(&c.name).map_or(0, |s| s.restart_count);
-        let files = RunFiles {
-            dir: self
-                .dir
-                .join("containers")
-                .join(format!("{}-{restart}", c.name)),
-            log: self.log_dir.join(format!("{}.log", c.name)),
-        };
+    /// The container's volume mounts, with `subPath`/`subPathExpr` resolved, then its
+    /// termination message file.
+    async fn mounts(
+        &self,
+        c: &Container,
+        kenv: &env::EnvList,
+        files: &RunFiles,
+    ) -> Result<Vec<MountSpec>, StartFailure> {
         let internal = |e: std::io::Error| StartFailure::Internal(e.to_string());
-        let _ = std::fs::remove_dir_all(&files.dir);
-        std::fs::create_dir_all(&files.dir).map_err(internal)?;
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::write(files.termination_log(), b"").map_err(internal)?;
-            std::fs::set_permissions(
-                files.termination_log(),
-                std::fs::Permissions::from_mode(0o666),
-            )
-            .map_err(internal)?;
-        }
-
         let mut mounts = Vec::new();
         let paths = match &self.volumes {
             Some(v) => v.lock().await.paths.clone(),
@@ -729,6 +822,55 @@ impl Worker {
                 .unwrap_or_else(|| "/dev/termination-log".to_owned()),
             read_only: false,
         });
+        Ok(mounts)
+    }
+
+    async fn try_start(&mut self, c: &Container) -> Result<(), StartFailure> {
+        let ctx = self.ctx.clone();
+        let image_ref = c.image.clone().unwrap_or_default();
+        let image: Image = tokio::select! {
+            biased;
+            () = stopped(&mut self.stop) => return Err(StartFailure::Internal("stopped".into())),
+            r = ctx.images.ensure(&image_ref, c.image_pull_policy.as_deref()) => {
+                r.map_err(|e| StartFailure::Pull(format!("{e:#}")))?
+            }
+        };
+        let pod = self.latest_pod();
+        let run_as =
+            env::run_as(&pod, c, &image.config, &image.rootfs).map_err(StartFailure::Config)?;
+        let mut sources = env::Sources::new(&ctx.client, &self.ns);
+        let (api_host, api_port) = self.api_endpoint();
+        let kenv = env::kubelet_env(&mut sources, &pod, c, &api_host, api_port)
+            .await
+            .map_err(StartFailure::Config)?;
+        let argv = env::command_line(c, &image.config, &kenv).map_err(StartFailure::Config)?;
+        let spec = pod.spec.clone().unwrap_or_default();
+        let mut hostname = spec.hostname.clone().unwrap_or_else(|| self.name.clone());
+        hostname.truncate(63);
+        let envv = env::final_env(&image.config, &kenv, &hostname, &run_as.home);
+
+        let restart = self.status_mut(&c.name).map_or(0, |s| s.restart_count);
+        let files = RunFiles {
+            dir: self
+                .dir
+                .join("containers")
+                .join(format!("{}-{restart}", c.name)),
+            log: self.log_dir.join(format!("{}.log", c.name)),
+        };
+        let internal = |e: std::io::Error| StartFailure::Internal(e.to_string());
+        let _ = std::fs::remove_dir_all(&files.dir);
+        std::fs::create_dir_all(&files.dir).map_err(internal)?;
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::write(files.termination_log(), b"").map_err(internal)?;
+            std::fs::set_permissions(
+                files.termination_log(),
+                std::fs::Permissions::from_mode(0o666),
+            )
+            .map_err(internal)?;
+        }
+
+        let mounts = self.mounts(c, &kenv, &files).await?;
         let sc = c.security_context.as_ref();
         let args = ShimArgs {
             rootfs: image.rootfs.clone(),
@@ -747,6 +889,7 @@ impl Worker {
                 .or_else(|| image.config.working_dir.clone().filter(|w| !w.is_empty())),
             env: envv,
             hostname: Some(hostname),
+            netns: self.net.as_ref().map(|n| n.path.clone()),
             no_new_privileges: sc.and_then(|s| s.allow_privilege_escalation) == Some(false),
             pid_file: Some(files.pid_file()),
             error_file: Some(files.error_file()),
@@ -787,6 +930,7 @@ impl Worker {
                         log_offset,
                         policy: c.termination_message_policy.clone(),
                         container_id: String::new(),
+                        probe: None,
                     },
                 );
                 Ok(())
@@ -794,14 +938,30 @@ impl Worker {
             Ok(Ok(process)) => {
                 info!(container = %c.name, uid = run_as.uid, "container started");
                 let is_main = self.main.iter().any(|s| s.name == c.name);
+                let probed = is_main && probe::has_readiness_probe(c);
                 let started_at = process.started_at.clone();
                 if let Some(s) = self.status_mut(&c.name) {
                     s.image_id = image_id;
                     s.container_id = Some(container_id.clone());
                     s.state = Some(running(started_at));
                     s.started = Some(true);
-                    s.ready = is_main;
+                    s.ready = is_main && !probed;
                 }
+                let probe = probed.then(|| {
+                    let ip = self
+                        .pod_ip()
+                        .parse()
+                        .unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+                    tokio::spawn(
+                        probe::run(
+                            c.clone(),
+                            container_id.clone(),
+                            std::net::IpAddr::V4(ip),
+                            self.readiness_tx.clone(),
+                        )
+                        .in_current_span(),
+                    )
+                });
                 self.running.insert(
                     c.name.clone(),
                     RunningContainer {
@@ -810,6 +970,7 @@ impl Worker {
                         log_offset,
                         policy: c.termination_message_policy.clone(),
                         container_id,
+                        probe,
                     },
                 );
                 Ok(())
@@ -942,6 +1103,9 @@ impl Worker {
     async fn cleanup(&mut self) {
         let dir = self.dir.clone();
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
+        if let (Some(net), Some((network, _))) = (self.net.take(), self.ctx.network.clone()) {
+            let _ = tokio::task::spawn_blocking(move || network.detach(&net)).await;
+        }
     }
 
     /// Waits until the pod object is gone; deletes it with grace period 0 once it is being

@@ -124,15 +124,15 @@ impl Conditions {
     }
 }
 
-/// The host/pod IP fields of a pod status.
-pub(crate) fn with_ips(mut status: PodStatus) -> PodStatus {
+/// The host/pod IP fields of a pod status: the node's address, and the pod's own.
+pub(crate) fn with_ips(mut status: PodStatus, pod_ip: &str) -> PodStatus {
     status.host_ip = Some(POD_IP.to_owned());
     status.host_ips = Some(vec![k8s_openapi::api::core::v1::HostIP {
         ip: POD_IP.to_owned(),
     }]);
-    status.pod_ip = Some(POD_IP.to_owned());
+    status.pod_ip = Some(pod_ip.to_owned());
     status.pod_ips = Some(vec![PodIP {
-        ip: POD_IP.to_owned(),
+        ip: pod_ip.to_owned(),
     }]);
     status
 }

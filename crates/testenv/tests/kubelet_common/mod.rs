@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
+use kube::api::PostParams;
 use testenv::TestEnv;
 use testenv::kubelet::KubeletInfo;
 use testenv::registry::Registry;
@@ -119,5 +120,28 @@ pub async fn wait_log(ns: &str, pod: &str, container: &str, needle: &str, timeou
             "timed out waiting for {needle:?} in the log of {ns}/{pod}/{container}:\n{log}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Creates an object from JSON, waiting for the new namespace's `default` ServiceAccount (until
+/// it exists, the ServiceAccount admission plugin refuses pods).
+pub async fn create<K>(api: &Api<K>, value: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(value).expect("valid object");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(o) => return o,
+            Err(kube::Error::Api(e))
+                if e.code == 403
+                    && e.message.contains("service account")
+                    && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("create: {e}"),
+        }
     }
 }

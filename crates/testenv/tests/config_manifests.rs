@@ -1,0 +1,298 @@
+//! Every manifest of `config/` applies server-side to a real API server without a warning
+//! (docs/src/installation.md): what `clusterctl init` installs (`kustomize build config`, which is
+//! config/default), and the opt-in overlays `config/network-policy` and `config/prometheus`, with
+//! the CRDs of cert-manager and the Prometheus Operator installed first, as a user has them.
+//! Rendering also shows the images are set in one place and the runner's is its own.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+use testenv::TestEnv;
+use testenv::env::repo_root;
+use testenv::manifests::{apply, documents, install_crds, kustomize_build, third_party_crd_files};
+
+fn render(dir: &str) -> Vec<Value> {
+    let text = kustomize_build(&repo_root().join("config").join(dir))
+        .unwrap_or_else(|e| panic!("rendering config/{dir}: {e:#}"));
+    documents(&text).unwrap_or_else(|e| panic!("config/{dir}: {e:#}"))
+}
+
+fn kinds(objects: &[Value]) -> BTreeSet<String> {
+    objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn every_manifest_applies_server_side_without_warnings() {
+    let env = TestEnv::shared().expect("the test environment");
+    let client = env.client().await.expect("a client");
+    let crds = third_party_crd_files().expect("the third-party CRDs");
+    install_crds(&client, &crds)
+        .await
+        .expect("installing the third-party CRDs");
+
+    let mut applied = 0;
+    // CRDs and the Namespace first, as kubectl and clusterctl order them.
+    for dir in ["", "network-policy", "prometheus"] {
+        let mut objects = render(dir);
+        objects.sort_by_key(|o| {
+            !matches!(
+                o["kind"].as_str(),
+                Some("CustomResourceDefinition" | "Namespace")
+            )
+        });
+        for object in &objects {
+            let a = apply(&client, object, "captf-manifest-test")
+                .await
+                .unwrap_or_else(|e| panic!("config/{dir}: {e:#}"));
+            assert!(
+                a.warnings.is_empty(),
+                "config/{dir}: applying {} warned: {:?}",
+                a.object,
+                a.warnings
+            );
+            applied += 1;
+        }
+    }
+    assert!(applied > 30, "only {applied} objects applied");
+}
+
+#[test]
+fn the_default_config_installs_everything_clusterctl_expects() {
+    let objects = render("");
+    let expected: BTreeSet<String> = [
+        "Certificate",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "Deployment",
+        "Issuer",
+        "Namespace",
+        "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+        "ValidatingWebhookConfiguration",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(kinds(&objects), expected);
+    for o in &objects {
+        assert_eq!(
+            o["metadata"]["labels"]["cluster.x-k8s.io/provider"], "infrastructure-terraform",
+            "{} {} carries the provider label clusterctl inventories by",
+            o["kind"], o["metadata"]["name"]
+        );
+        if let Some(ns) = o["metadata"]["namespace"].as_str() {
+            assert!(
+                ns == "captf-system" || ns == "monitoring",
+                "{} {} is in {ns}",
+                o["kind"],
+                o["metadata"]["name"]
+            );
+        }
+    }
+    let deployments: Vec<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(deployments, ["captf-controller-manager", "captf-webhook"]);
+}
+
+fn manager(objects: &[Value]) -> &Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "captf-controller-manager")
+        .expect("the manager Deployment")
+}
+
+#[test]
+fn the_runner_image_is_its_own_and_reaches_the_manager_as_runner_image() {
+    let objects = render("");
+    let container = &manager(&objects)["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "captf-manager:latest");
+    let env: Vec<&Value> = container["env"].as_array().expect("env").iter().collect();
+    let runner = env
+        .iter()
+        .find(|e| e["name"] == "CAPTF_RUNNER_IMAGE")
+        .expect("CAPTF_RUNNER_IMAGE");
+    assert_eq!(runner["value"], "captf-runner:latest");
+    assert!(
+        !env.iter().any(|e| e["name"] == "CAPTF_MANAGER_IMAGE"),
+        "the runner image never defaults to the manager's"
+    );
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(args.contains(&"--runner-image=$(CAPTF_RUNNER_IMAGE)"));
+}
+
+#[test]
+fn the_webhook_has_a_disruption_budget_and_both_deployments_are_locked_down() {
+    let objects = render("");
+    let pdb = objects
+        .iter()
+        .find(|o| o["kind"] == "PodDisruptionBudget")
+        .expect("a PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(
+        pdb["spec"]["selector"]["matchLabels"]["control-plane"],
+        "captf-webhook"
+    );
+    for d in objects.iter().filter(|o| o["kind"] == "Deployment") {
+        let name = &d["metadata"]["name"];
+        for c in d["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .expect("containers")
+        {
+            let sc = &c["securityContext"];
+            assert_eq!(sc["readOnlyRootFilesystem"], true, "{name}");
+            assert_eq!(sc["allowPrivilegeEscalation"], false, "{name}");
+            assert!(
+                c["readinessProbe"]["httpGet"].is_object(),
+                "{name} has a readiness probe"
+            );
+            assert!(
+                c["livenessProbe"]["httpGet"].is_object(),
+                "{name} has a liveness probe"
+            );
+            assert!(c["resources"]["requests"]["memory"].is_string(), "{name}");
+            assert!(c["resources"]["limits"]["memory"].is_string(), "{name}");
+        }
+    }
+}
+
+/// `make ARGS` in the repository: (success, stdout and stderr).
+fn make(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new("make")
+        .arg("--no-print-directory")
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .expect("running make");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn manifests_release_writes_a_clusterctl_repository_with_the_release_images() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("infrastructure-terraform/v0.1.0");
+    let (ok, text) = make(&[
+        "manifests-release",
+        &format!("RELEASE_DIR={}", dir.display()),
+        "RELEASE_IMG=registry.example.com/you/cluster-api-provider-terraform:v0.1.0",
+        "VERSION=v0.1.0",
+    ]);
+    assert!(ok, "{text}");
+    let components = std::fs::read_to_string(dir.join("infrastructure-components.yaml")).unwrap();
+    let objects = documents(&components).unwrap();
+    let container = |name: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == name)
+            .map(|d| d["spec"]["template"]["spec"]["containers"][0].clone())
+            .unwrap()
+    };
+    let manager = container("captf-controller-manager");
+    assert_eq!(
+        manager["image"],
+        "registry.example.com/you/cluster-api-provider-terraform:v0.1.0"
+    );
+    assert_eq!(
+        manager["env"][0]["value"],
+        "registry.example.com/you/cluster-api-provider-terraform-runner:v0.1.0"
+    );
+    assert_eq!(
+        container("captf-webhook")["image"],
+        "registry.example.com/you/cluster-api-provider-terraform-webhook:v0.1.0"
+    );
+    // clusterctl variables with defaults, for `clusterctl init` to substitute.
+    assert!(components.contains("--state-backups=${CAPTF_STATE_BACKUPS:=5}"));
+    let metadata = std::fs::read_to_string(dir.join("metadata.yaml")).unwrap();
+    let metadata = &documents(&metadata).unwrap()[0];
+    assert_eq!(metadata["kind"], "Metadata");
+    assert_eq!(metadata["releaseSeries"][0]["contract"], "v1beta2");
+}
+
+#[test]
+fn manifests_release_refuses_placeholders_and_unknown_series_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("release");
+    let release_dir = format!("RELEASE_DIR={}", dir.display());
+    for (args, needle) in [
+        (vec!["VERSION=v0.1.0"], "set RELEASE_IMG"),
+        (
+            vec!["RELEASE_IMG=captf-manager:latest", "VERSION=v0.1.0"],
+            "placeholder image",
+        ),
+        (
+            vec![
+                "RELEASE_IMG=cluster-api-provider-terraform:v0.1.0",
+                "VERSION=v0.1.0",
+            ],
+            "names no registry",
+        ),
+        (
+            vec![
+                "RELEASE_IMG=example.invalid/captf/manager:v0.1.0",
+                "VERSION=v0.1.0",
+            ],
+            "placeholder (.invalid) host",
+        ),
+        (
+            vec![
+                "RELEASE_IMG=registry.example.com/you/m:v0.9.0",
+                "VERSION=v0.9.0",
+            ],
+            "no release series 0.9",
+        ),
+        (
+            vec!["RELEASE_IMG=registry.example.com/you/m:dev", "VERSION=dev"],
+            "not a semantic version",
+        ),
+    ] {
+        let mut all = vec!["manifests-release", release_dir.as_str()];
+        all.extend(args.iter().copied());
+        let (ok, text) = make(&all);
+        assert!(!ok, "{args:?} was accepted:\n{text}");
+        assert!(text.contains(needle), "{args:?}: {text}");
+        assert!(!dir.exists(), "{args:?} wrote {}", dir.display());
+    }
+}
+
+#[test]
+fn pushing_without_a_registry_or_with_an_unknown_engine_says_what_to_set() {
+    let (ok, text) = make(&["docker-push"]);
+    assert!(!ok);
+    assert!(
+        text.contains("set IMG=<registry>/cluster-api-provider-terraform:<tag>"),
+        "{text}"
+    );
+    let (ok, text) = make(&["noop-images-push", "NOOP=cluster"]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("set NOOP_REGISTRY=<registry>/<path>"),
+        "{text}"
+    );
+    let out = std::process::Command::new(repo_root().join("hack/image.sh"))
+        .arg("engine")
+        .env("CONTAINER_ENGINE", "rocket")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("expected docker, podman or buildah"), "{err}");
+}
