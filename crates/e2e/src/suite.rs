@@ -107,7 +107,7 @@ pub struct SeenJob {
     pub succeeded: bool,
     pub volumes_secrets: Vec<String>,
     /// For a destroy Job: whether its per-run inputs Secret (`captf-run-<job>`) held exactly the
-    /// owner's durable inputs (`captf-inputs-<c|m|mp>-<owner>`) when the Job was first seen:
+    /// owner's durable inputs (`captf-inputs-<c|m|mp>-<owner>`), read while the Job ran:
     /// `Ok(true)`, `Ok(false)`, or why that could not be told.
     pub destroyed_from_durable_inputs: Option<Result<bool, String>>,
 }
@@ -200,12 +200,14 @@ impl JobLog {
                     let earlier = lock(&seen)
                         .get(&j.name)
                         .map(|e| e.destroyed_from_durable_inputs.clone());
-                    j.destroyed_from_durable_inputs = match earlier {
-                        Some(known) => known,
-                        None if j.op == "destroy" => {
+                    // The per-run Secret may be written just after the Job: tell again on
+                    // the Job's next events until both Secrets were read once.
+                    j.destroyed_from_durable_inputs = match earlier.flatten() {
+                        Some(Ok(known)) => Some(Ok(known)),
+                        _ if j.op == "destroy" => {
                             Some(from_durable_inputs(&kube, &ns, &job, &j).await)
                         }
-                        None => None,
+                        _ => None,
                     };
                     lock(&seen).insert(j.name.clone(), j);
                 }
