@@ -18,17 +18,25 @@ STATIC := RUSTFLAGS='-C target-feature=+crt-static'
 # Integration tests run the static runner (debug build) inside real Job pods.
 export CAPTF_RUNNER_BIN ?= $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/debug/runner
 
-.PHONY: help quickstart test lint fmt fmt-check clippy unit crds docs-check testbin runner-static runner-static-dev \
+.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
 	testenv-deps pre-commit-tool
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
 
-quickstart: testbin runner-static-dev ## The Quick Start: a local control plane, the manager, one cluster and two machines brought up from the no-op modules in real Jobs, then deleted.
-	$(CARGO) run --locked -q -p manager --example quickstart
+quickstart: testbin runner-static-dev ## The book's Quick Start with Cluster API's real controllers, then the delete (KEEP=1 keeps it running).
+	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv -p captf-e2e --bins
+	$(CARGO_TARGET_DIR)/debug/quickstart
 
 test: fmt-check clippy docs-check unit ## Everything CI checks: formatting, clippy -D warnings, docs links, all tests.
+
+e2e: testbin runner-static-dev ## Only the end-to-end suite (Cluster API's real controllers).
+	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv --bins
+	$(CARGO) test --locked -p captf-e2e
+
+two-clones: ## Build and run the Quick Start from two fresh clones of HEAD in turn (hack/two-clones.sh).
+	hack/two-clones.sh
 
 lint: fmt-check clippy docs-check ## Formatting, clippy and docs checks only.
 
@@ -50,7 +58,7 @@ crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API 
 docs-check: ## Every page docs/src/SUMMARY.md links to exists.
 	hack/check-docs.sh
 
-testbin: ## Build the test binaries (kube-apiserver, etcd, tofu, crane, ...) from source into $(CAPTF_TESTBIN).
+testbin: ## Build the test binaries (kube-apiserver, etcd, tofu, crane, Cluster API, clusterctl) from source into $(CAPTF_TESTBIN).
 	hack/testbin.sh
 
 runner-static: ## Build the static runner (release) that the runner image ships.

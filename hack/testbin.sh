@@ -5,10 +5,11 @@
 # Usage:
 #   hack/testbin.sh                 build every tool that is not cached yet
 #   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes, kustomize,
-#                                   terraform)
+#                                   terraform, cluster-api)
 #   hack/testbin.sh --rebuild TOOL  delete TOOL's cached directory first, then build it
 #   hack/testbin.sh --print-env     print KEY=PATH lines (no build; paths may not exist yet)
 #   hack/testbin.sh --list          print "tool version dir" lines (no build)
+#   hack/testbin.sh --module-dir T  print the Go module cache directory of T's pinned module
 #
 # Layout (a Rust crate reads the same layout; keep the two in step):
 #   ${CAPTF_TESTBIN:-$HOME/.cache/captf/testbin}/<tool>-<version>/<binary>
@@ -19,13 +20,18 @@
 #     kubernetes-v1.36.3/kube-controller-manager
 #     kustomize-v5.8.1/kustomize
 #     terraform-v1.8.5/terraform
+#     cluster-api-v1.14.2/{capi-manager,kubeadm-bootstrap-manager,kubeadm-control-plane-manager,clusterctl}
 #   <version> is the version of the tool's main module as pinned in
 #   hack/testbin/<tool>/go.mod (the single source of truth; bump it there + `go mod tidy`).
 #
 # --print-env variables (one per binary, plus the root):
 #   CAPTF_TESTBIN, CAPTF_TESTBIN_TOFU, CAPTF_TESTBIN_CRANE, CAPTF_TESTBIN_ETCD,
 #   CAPTF_TESTBIN_KUBE_APISERVER, CAPTF_TESTBIN_KUBE_CONTROLLER_MANAGER, CAPTF_TESTBIN_KUSTOMIZE,
-#   CAPTF_TESTBIN_TERRAFORM
+#   CAPTF_TESTBIN_TERRAFORM, CAPTF_TESTBIN_CAPI_MANAGER, CAPTF_TESTBIN_KUBEADM_BOOTSTRAP_MANAGER,
+#   CAPTF_TESTBIN_KUBEADM_CONTROL_PLANE_MANAGER, CAPTF_TESTBIN_CLUSTERCTL
+#
+# Cluster API's CRDs and webhook manifests are not copied anywhere: the test environment reads
+# them from the pinned module in the Go module cache (`--module-dir cluster-api` prints it).
 #
 # A tool is "cached" when all of its binaries exist in its directory: nothing is built.
 # Builds go to a temporary directory first and are moved into place at the end, so an
@@ -38,7 +44,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WRAPPERS="$ROOT/hack/testbin"
 TESTBIN="${CAPTF_TESTBIN:-$HOME/.cache/captf/testbin}"
-ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform) # build order: fastest useful first
+ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api) # build order: fastest useful first
 
 # tool -> main module (its version names the directory)
 module_of() {
@@ -49,6 +55,7 @@ module_of() {
     kubernetes) echo k8s.io/kubernetes ;;
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
     terraform) echo github.com/hashicorp/terraform ;;
+    cluster-api) echo sigs.k8s.io/cluster-api ;;
     *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
@@ -63,6 +70,11 @@ binaries_of() {
       "kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager" ;;
     kustomize) echo "kustomize=sigs.k8s.io/kustomize/kustomize/v5" ;;
     terraform) echo "terraform=github.com/hashicorp/terraform" ;;
+    # clusterctl first: it is the quickest, and the managers share most of its packages.
+    cluster-api) echo "clusterctl=sigs.k8s.io/cluster-api/cmd/clusterctl" \
+      "capi-manager=sigs.k8s.io/cluster-api/core" \
+      "kubeadm-bootstrap-manager=sigs.k8s.io/cluster-api/bootstrap/kubeadm" \
+      "kubeadm-control-plane-manager=sigs.k8s.io/cluster-api/controlplane/kubeadm" ;;
   esac
 }
 
@@ -76,6 +88,17 @@ version_of() {
 }
 
 dir_of() { echo "$TESTBIN/$1-$(version_of "$1")"; }
+
+# The release's commit time as served by the proxy: a deterministic build date.
+release_date() {
+  (cd "$WRAPPERS/$1" && GOTOOLCHAIN=local GOWORK=off go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' "$(module_of "$1")")
+}
+
+# The directory of the tool's pinned main module in the Go module cache (downloaded if needed).
+module_dir() {
+  (cd "$WRAPPERS/$1" && GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=readonly go mod download "$(module_of "$1")" &&
+    GOTOOLCHAIN=local GOWORK=off go list -m -f '{{.Dir}}' "$(module_of "$1")")
+}
 
 # Extra -ldflags per tool (on top of -s -w).
 ldflags_of() {
@@ -96,14 +119,21 @@ ldflags_of() {
       local minor major date
       major=${version#v}; major=${major%%.*}
       minor=${version#v*.}; minor=${minor%%.*}
-      # Deterministic build date: the release's commit time as served by the proxy.
-      date=$(cd "$WRAPPERS/$tool" && GOTOOLCHAIN=local go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+      date=$(release_date "$tool")
       local pkg out=""
       for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
         out+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
         out+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
       done
       echo "$out" ;;
+    cluster-api)
+      # The managers and clusterctl check versions (clusterctl's contract, the managers' own
+      # /version); without these they report an empty version.
+      local pkg=sigs.k8s.io/cluster-api/version major minor
+      major=${version#v}; major=${major%%.*}
+      minor=${version#v*.}; minor=${minor%%.*}
+      echo "-X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor" \
+        "-X $pkg.gitTreeState=clean -X $pkg.buildDate=$(release_date "$tool")" ;;
   esac
 }
 
@@ -160,6 +190,7 @@ main() {
   while (($#)); do
     case "$1" in
       --print-env) print_env; return ;;
+      --module-dir) shift; module_of "${1:?--module-dir needs a tool}" >/dev/null; module_dir "$1"; return ;;
       --list) for tool in "${ALL_TOOLS[@]}"; do echo "$tool $(version_of "$tool") $(dir_of "$tool")"; done; return ;;
       --rebuild) rebuild=1 ;;
       -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; return ;;

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
 use crate::net::free_loopback_port;
 use crate::shim::spawn_tied;
 use crate::testbin;
@@ -158,7 +160,12 @@ pub fn kubeconfig_yaml(
 }
 
 /// Starts `binary args` with its output in `<dir>/<name>.log`, killed when this process exits.
-fn spawn(dir: &Path, name: &'static str, binary: &Path, args: &[String]) -> anyhow::Result<Child> {
+pub(crate) fn spawn(
+    dir: &Path,
+    name: &'static str,
+    binary: &Path,
+    args: &[String],
+) -> anyhow::Result<Child> {
     let log = std::fs::File::create(dir.join(format!("{name}.log")))
         .with_context(|| format!("creating {name}.log"))?;
     let err = log.try_clone()?;
@@ -370,75 +377,96 @@ impl ControlPlane {
     /// Applies every CRD in the YAML files of `dirs` (server-side) and waits until each is
     /// established.
     pub fn install_crds(&mut self, dirs: &[PathBuf]) -> anyhow::Result<()> {
-        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-        let mut crds: Vec<CustomResourceDefinition> = Vec::new();
-        for dir in dirs {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-                .with_context(|| format!("reading {}", dir.display()))?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
-                .collect();
-            files.sort();
-            for file in files {
-                let text = std::fs::read_to_string(&file)?;
-                let docs: Vec<CustomResourceDefinition> = serde_saphyr::from_multiple(&text)
-                    .with_context(|| format!("parsing {}", file.display()))?;
-                crds.extend(docs);
-            }
-        }
-        let names: Vec<String> = crds
-            .iter()
-            .filter_map(|c| c.metadata.name.clone())
-            .collect();
+        self.install_crd_list(&read_crds(dirs)?)
+    }
+
+    /// Applies `crds` (server-side) and waits until each is established.
+    pub fn install_crd_list(&mut self, crds: &[CustomResourceDefinition]) -> anyhow::Result<()> {
         let rt = Self::runtime()?;
-        rt.block_on(async {
-            let api: kube::Api<CustomResourceDefinition> = kube::Api::all(self.client().await?);
-            let params = kube::api::PatchParams::apply("captf-testenv").force();
-            for crd in &crds {
-                let name = crd.metadata.name.clone().unwrap_or_default();
-                api.patch(&name, &params, &kube::api::Patch::Apply(crd))
-                    .await
-                    .with_context(|| format!("installing CRD {name}"))?;
-            }
-            anyhow::Ok(())
-        })?;
-        let started = Instant::now();
-        self.wait_until(started, "CRDs to be established", move |client| {
-            let names = names.clone();
-            async move {
-                let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client);
-                for name in &names {
-                    if !established(&api.get(name).await?) {
-                        return Ok(false);
-                    }
-                }
-                Ok(true)
-            }
-        })
+        rt.block_on(async { apply_crds(&self.client().await?, crds).await })
     }
 
     /// Stops every process (SIGTERM, then SIGKILL after five seconds).
     pub fn stop(&mut self) {
         for (_, child) in self.processes.iter_mut().rev() {
-            if let Ok(pid) = i32::try_from(child.id()) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGTERM,
-                );
-            }
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if matches!(child.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+            terminate(child);
         }
         self.processes.clear();
     }
+}
+
+/// Stops a helper process: SIGTERM, then SIGKILL after five seconds.
+pub fn terminate(child: &mut Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Applies `crds` server-side and waits (two minutes at most) until each is established.
+pub async fn apply_crds(
+    client: &kube::Client,
+    crds: &[CustomResourceDefinition],
+) -> anyhow::Result<()> {
+    let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    let params = kube::api::PatchParams::apply("captf-testenv").force();
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &params, &kube::api::Patch::Apply(crd))
+            .await
+            .with_context(|| format!("installing CRD {name}"))?;
+    }
+    let deadline = Instant::now() + START_TIMEOUT;
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        loop {
+            if established(&api.get(&name).await?) {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("CRD {name} was not established after {START_TIMEOUT:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Every CRD in the YAML files of `dirs`, file by file in name order.
+pub fn read_crds(dirs: &[PathBuf]) -> anyhow::Result<Vec<CustomResourceDefinition>> {
+    let mut crds: Vec<CustomResourceDefinition> = Vec::new();
+    for dir in dirs {
+        for file in yaml_files(dir)? {
+            let text = std::fs::read_to_string(&file)?;
+            let docs: Vec<CustomResourceDefinition> = serde_saphyr::from_multiple(&text)
+                .with_context(|| format!("parsing {}", file.display()))?;
+            crds.extend(docs);
+        }
+    }
+    Ok(crds)
+}
+
+/// The `.yaml` and `.yml` files directly in `dir`, sorted by name.
+pub fn yaml_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 /// Whether a CRD's `Established` condition is true (its kind is served).

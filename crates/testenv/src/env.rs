@@ -2,33 +2,55 @@
 //! torn down when the process exits, with a fresh namespace per test (ENGINEERING.md §2).
 
 use anyhow::Context as _;
-use std::path::PathBuf;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use crate::capi::ClusterApi;
 use crate::control_plane::{self, ControlPlane, Endpoints};
 use crate::kubelet::{Kubelet, KubeletConfig, KubeletInfo, scratch_dir};
 use crate::podnet::PodNetwork;
 use crate::registry::Registry;
 
-/// The repository root (this crate lives at `crates/testenv`).
+/// Whether `dir` is the root of a CAPTF checkout.
+fn is_repo_root(dir: &Path) -> bool {
+    dir.join("hack/testbin.sh").is_file() && dir.join("config/crd/bases").is_dir()
+}
+
+/// The root of the checkout whose files the tests and tools read, found at run time, never baked
+/// in at compile time (two clones on one machine must each read their own files):
+/// `$CAPTF_REPO_ROOT`, else the nearest ancestor of the current directory that is a checkout
+/// (cargo runs tests from their package directory, make from the root), else the nearest
+/// ancestor of the running executable (a clone's own `target/`).
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    if let Some(dir) = std::env::var_os("CAPTF_REPO_ROOT").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let from = |start: Option<PathBuf>| {
+        start.and_then(|s| {
+            s.ancestors()
+                .find(|d| is_repo_root(d))
+                .map(Path::to_path_buf)
+        })
+    };
+    from(std::env::current_dir().ok())
+        .or_else(|| from(std::env::current_exe().ok()))
+        .unwrap_or_else(|| {
+            panic!(
+                "no CAPTF checkout above the current directory or the executable: run from a \
+                 clone, or set CAPTF_REPO_ROOT"
+            )
+        })
 }
 
-/// The directory holding the copy of `shared/` beside the clone (`$CAPTF_SHARED`, else
-/// `<repo>/../shared`).
-pub fn shared_dir() -> PathBuf {
-    std::env::var_os("CAPTF_SHARED")
-        .filter(|d| !d.is_empty())
-        .map_or_else(|| repo_root().join("../shared"), PathBuf::from)
-}
-
-/// CRD directories installed into every test control plane: CAPTF's own and Cluster API's.
-pub fn crd_dirs() -> Vec<PathBuf> {
-    vec![
-        repo_root().join("config/crd/bases"),
-        shared_dir().join("reference/capi-v1.14.0/crds"),
-    ]
+/// The CRDs of every test control plane: CAPTF's own (`config/crd/bases`) and Cluster API's from
+/// the pinned module in Go's module cache, labeled as `clusterctl init` labels them, without
+/// conversion webhooks (no Cluster API manager runs unless [`TestEnv::with_capi`] starts them).
+pub fn crds() -> anyhow::Result<Vec<CustomResourceDefinition>> {
+    let mut crds = control_plane::read_crds(&[repo_root().join("config/crd/bases")])?;
+    crate::capi::label_captf_crds(&mut crds);
+    crds.extend(crate::capi::crds_without_managers()?);
+    Ok(crds)
 }
 
 /// A running test environment. The control plane and the pod network start with it; the registry
@@ -36,6 +58,8 @@ pub fn crd_dirs() -> Vec<PathBuf> {
 /// for them.
 #[derive(Debug)]
 pub struct TestEnv {
+    // Field order is drop order: Cluster API's managers stop before the API server they talk to.
+    capi: Option<ClusterApi>,
     control_plane: ControlPlane,
     /// The pod network (see [`crate::podnet`]); its failure fails only the kubelet.
     network: Result<Arc<PodNetwork>, String>,
@@ -44,10 +68,11 @@ pub struct TestEnv {
 }
 
 static SHARED: OnceLock<Result<TestEnv, String>> = OnceLock::new();
+static SHARED_WITH_CAPI: OnceLock<Result<TestEnv, String>> = OnceLock::new();
 
 /// Runs `f` on a fresh thread with its own current-thread runtime: callers may be inside a tokio
 /// runtime already (a `#[tokio::test]`), where blocking on another future would panic.
-fn on_own_runtime<T, F, Fut>(f: F) -> anyhow::Result<T>
+pub fn on_own_runtime<T, F, Fut>(f: F) -> anyhow::Result<T>
 where
     T: Send + 'static,
     F: FnOnce() -> Fut + Send + 'static,
@@ -76,32 +101,90 @@ impl TestEnv {
             .map_err(|e| anyhow::anyhow!("the test environment failed to start: {e}"))
     }
 
-    /// Starts the control plane on a thread of its own: starting blocks on its own runtime, and
-    /// callers may be inside a tokio runtime already (a `#[tokio::test]`).
+    /// The environment shared by every test of this test binary that needs Cluster API's own
+    /// controllers: like [`TestEnv::shared`], with Cluster API's core, kubeadm bootstrap and
+    /// kubeadm control-plane managers running (see [`crate::capi`]).
+    pub fn shared_with_capi() -> anyhow::Result<&'static TestEnv> {
+        SHARED_WITH_CAPI
+            .get_or_init(|| {
+                Self::start_new("captf-testenv-capi", true).map_err(|e| format!("{e:#}"))
+            })
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("the test environment failed to start: {e}"))
+    }
+
     fn start() -> anyhow::Result<TestEnv> {
+        Self::start_new("captf-testenv", false)
+    }
+
+    /// Starts a new environment of its own (not shared) in the scratch directory
+    /// `<tmp>/<name>-<pid>`: a control plane with CAPTF's and Cluster API's CRDs, and with
+    /// Cluster API's managers when `with_capi`. It stops when dropped. Starting runs on a thread
+    /// of its own: it blocks on its own runtime, and callers may be inside a tokio runtime.
+    pub fn start_new(name: &str, with_capi: bool) -> anyhow::Result<TestEnv> {
+        let name = name.to_owned();
         std::thread::Builder::new()
             .name("captf-testenv".into())
-            .spawn(|| -> anyhow::Result<TestEnv> {
+            .spawn(move || -> anyhow::Result<TestEnv> {
+                let dir = scratch_dir(&name)?;
                 let network = PodNetwork::create()
                     .map(Arc::new)
                     .map_err(|e| format!("the pod network failed to start: {e:#}"));
                 let extra_ips: Vec<_> = network.iter().map(|n| n.gateway()).collect();
-                let mut cp = ControlPlane::start_with(&scratch_dir("captf-testenv")?, &extra_ips)?;
-                cp.install_crds(&crd_dirs())?;
-                Ok(TestEnv::new(cp, network))
+                let mut cp = ControlPlane::start_with(&dir, &extra_ips)?;
+                let mut env = if with_capi {
+                    let mut captf =
+                        control_plane::read_crds(&[repo_root().join("config/crd/bases")])?;
+                    crate::capi::label_captf_crds(&mut captf);
+                    cp.install_crd_list(&captf)?;
+                    let kubeconfig = cp.endpoints().kubeconfig.clone();
+                    let capi_dir = dir.join("cluster-api");
+                    let capi = on_own_runtime(move || async move {
+                        ClusterApi::start(&kubeconfig, &capi_dir).await
+                    })?;
+                    let mut env = TestEnv::new(cp, network);
+                    env.capi = Some(capi);
+                    env
+                } else {
+                    cp.install_crd_list(&crds()?)?;
+                    TestEnv::new(cp, network)
+                };
+                env.register_captf()?;
+                Ok(env)
             })
             .context("spawning the test environment thread")?
             .join()
             .map_err(|_| anyhow::anyhow!("starting the test environment panicked"))?
     }
 
+    /// Registers CAPTF in clusterctl's inventory, as `clusterctl init` would (the Provider
+    /// `infrastructure-terraform` in `captf-system`): `clusterctl move` and `describe` need it.
+    fn register_captf(&mut self) -> anyhow::Result<()> {
+        let kubeconfig = self.endpoints().kubeconfig.clone();
+        on_own_runtime(move || async move {
+            let client = control_plane::client_for(&kubeconfig).await?;
+            crate::capi::register_provider(
+                &client,
+                &crate::capi::CAPTF_PROVIDER,
+                concat!("v", env!("CARGO_PKG_VERSION")),
+            )
+            .await
+        })
+    }
+
     fn new(control_plane: ControlPlane, network: Result<Arc<PodNetwork>, String>) -> Self {
         TestEnv {
+            capi: None,
             control_plane,
             network,
             registry: OnceLock::new(),
             kubelet: OnceLock::new(),
         }
+    }
+
+    /// Cluster API's managers, when this environment runs them.
+    pub fn cluster_api(&self) -> Option<&ClusterApi> {
+        self.capi.as_ref()
     }
 
     /// Files and endpoints of the control plane.

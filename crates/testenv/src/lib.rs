@@ -3,6 +3,8 @@
 //!
 //! - [`testbin`] finds the binaries `hack/testbin.sh` builds.
 //! - [`control_plane`] runs etcd, kube-apiserver and kube-controller-manager on loopback.
+//! - [`capi`] installs Cluster API into it and runs its three managers, as `clusterctl init`
+//!   would.
 //! - [`env`] shares one environment per test binary and hands each test its own namespace.
 //! - [`manifests`] renders `config/` and applies manifests server-side, keeping warnings.
 //! - [`registry`] runs an OCI registry on loopback; [`image`] builds images into it and pulls
@@ -11,6 +13,7 @@
 //!   own network namespaces and addresses; [`fixture`] holds the behaviours of the test fixture
 //!   image.
 
+pub mod capi;
 pub mod control_plane;
 pub mod env;
 pub mod fixture;

@@ -51,6 +51,17 @@ const TOOLS: &[Tool] = &[
         go_mod: include_str!("../../../hack/testbin/terraform/go.mod"),
         binaries: &["terraform"],
     },
+    Tool {
+        name: "cluster-api",
+        module: "sigs.k8s.io/cluster-api",
+        go_mod: include_str!("../../../hack/testbin/cluster-api/go.mod"),
+        binaries: &[
+            "capi-manager",
+            "kubeadm-bootstrap-manager",
+            "kubeadm-control-plane-manager",
+            "clusterctl",
+        ],
+    },
 ];
 
 /// The root directory of the test binaries.
@@ -77,12 +88,16 @@ fn pinned_version(go_mod: &str, module: &str) -> Option<String> {
     })
 }
 
-/// The pinned version of `tool` (`tofu`, `crane`, `etcd`, `kubernetes`).
-pub fn version(tool: &str) -> anyhow::Result<String> {
-    let t = TOOLS
+fn tool(name: &str) -> anyhow::Result<&'static Tool> {
+    TOOLS
         .iter()
-        .find(|t| t.name == tool)
-        .ok_or_else(|| anyhow::anyhow!("unknown test tool {tool:?}"))?;
+        .find(|t| t.name == name)
+        .ok_or_else(|| anyhow::anyhow!("unknown test tool {name:?}"))
+}
+
+/// The pinned version of `tool` (`tofu`, `crane`, `etcd`, `kubernetes`, `cluster-api`).
+pub fn version(tool: &str) -> anyhow::Result<String> {
+    let t = self::tool(tool)?;
     pinned_version(t.go_mod, t.module)
         .ok_or_else(|| anyhow::anyhow!("hack/testbin/{tool}/go.mod does not pin {}", t.module))
 }
@@ -102,6 +117,68 @@ pub fn path(binary: &str) -> anyhow::Result<PathBuf> {
         Err(anyhow::anyhow!(
             "test binary {} is missing: run `make testbin` (hack/testbin.sh) to build it",
             path.display()
+        ))
+    }
+}
+
+/// Go's module cache: `$GOMODCACHE`, else what `go env GOMODCACHE` says, else
+/// `$GOPATH/pkg/mod`, else `$HOME/go/pkg/mod` (Go's own default).
+pub fn go_mod_cache() -> PathBuf {
+    let non_empty = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(dir) = non_empty("GOMODCACHE") {
+        return dir;
+    }
+    let from_go = std::process::Command::new("go")
+        .args(["env", "GOMODCACHE"])
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty());
+    if let Some(dir) = from_go {
+        return PathBuf::from(dir);
+    }
+    if let Some(gopath) = non_empty("GOPATH") {
+        return gopath.join("pkg/mod");
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+    home.join("go/pkg/mod")
+}
+
+/// A module path as the module cache spells it: every upper-case letter becomes `!` and its
+/// lower-case form.
+fn escape_module_path(module: &str) -> String {
+    let mut out = String::with_capacity(module.len());
+    for c in module.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('!');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The source tree of `tool`'s pinned main module in Go's module cache, where `make testbin`
+/// put it: Cluster API's CRDs and webhook manifests are read from there, found at run time.
+pub fn module_dir(tool: &str) -> anyhow::Result<PathBuf> {
+    let t = self::tool(tool)?;
+    let version = version(tool)?;
+    let dir = go_mod_cache().join(format!("{}@{version}", escape_module_path(t.module)));
+    if dir.is_dir() {
+        Ok(dir)
+    } else {
+        Err(anyhow::anyhow!(
+            "module {}@{version} is not in the Go module cache ({}): run `make testbin` \
+             (hack/testbin.sh) to download it",
+            t.module,
+            dir.display()
         ))
     }
 }
@@ -176,6 +253,18 @@ mod tests {
             let v = version(tool.name).unwrap();
             assert!(v.starts_with('v'), "{}: {v}", tool.name);
         }
+    }
+
+    #[test]
+    fn module_paths_are_escaped_as_the_module_cache_spells_them() {
+        assert_eq!(
+            escape_module_path("sigs.k8s.io/cluster-api"),
+            "sigs.k8s.io/cluster-api"
+        );
+        assert_eq!(
+            escape_module_path("github.com/BurntSushi/toml"),
+            "github.com/!burnt!sushi/toml"
+        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! `captf-testenv`: the test environment's command line (ENGINEERING.md §2).
 //!
-//! - `up --dir D` runs a whole environment in the foreground (pod network, control plane with
-//!   CAPTF's and Cluster API's CRDs, registry with the runtime base images, process kubelet) until
-//!   SIGTERM or Ctrl-C; `down --dir D` stops the one running in `D`;
+//! - `up --dir D [--with-capi]` runs a whole environment in the foreground (pod network, control
+//!   plane with CAPTF's and Cluster API's CRDs, registry with the runtime base images, process
+//!   kubelet, and with `--with-capi` Cluster API's three managers) until SIGTERM or Ctrl-C;
+//!   `down --dir D` stops the one running in `D`;
 //! - `shim ... -- CMD ARGS...` runs one container process (see `testenv::shim`);
 //! - `kubelet --kubeconfig K --node-name N --state-dir D` runs the process kubelet;
 //! - `fixture ...` (hidden) are the behaviours of the test fixture image.
@@ -44,6 +45,11 @@ struct UpArgs {
     /// Directory for certificates, data, logs and the env file.
     #[arg(long)]
     dir: PathBuf,
+    /// Also run Cluster API's core, kubeadm bootstrap and kubeadm control-plane managers (built
+    /// by `make testbin`), installed as `clusterctl init` would: CRDs with conversion webhooks,
+    /// URL-style admission webhooks, clusterctl's inventory.
+    #[arg(long)]
+    with_capi: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -80,7 +86,7 @@ fn main() -> ExitCode {
         Command::Shim(args) => exit(testenv::shim::run(&args)),
         Command::Fixture(cmd) => exit(testenv::fixture::run(&cmd)),
         Command::Kubelet(args) => run_kubelet(args),
-        Command::Up(args) => report(up(&args.dir)),
+        Command::Up(args) => report(up(&args.dir, args.with_capi)),
         Command::Down(args) => report(down(&args.dir)),
     }
 }
@@ -106,7 +112,7 @@ fn init_logging() {
 
 /// Starts the control plane (on this, the main thread: its processes die with it), the registry
 /// and the kubelet, then waits for SIGTERM or Ctrl-C and stops them in reverse order.
-fn up(dir: &std::path::Path) -> anyhow::Result<()> {
+fn up(dir: &std::path::Path, with_capi: bool) -> anyhow::Result<()> {
     use anyhow::Context as _;
     init_logging();
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -127,10 +133,25 @@ fn up(dir: &std::path::Path) -> anyhow::Result<()> {
         &dir.join("control-plane"),
         &[network.gateway()],
     )?;
-    cp.install_crds(&testenv::env::crd_dirs())?;
     let kubeconfig = cp.endpoints().kubeconfig.clone();
     let rt = tokio::runtime::Runtime::new()?;
+    let mut capi = None;
+    if with_capi {
+        let mut captf = testenv::control_plane::read_crds(&[
+            testenv::env::repo_root().join("config/crd/bases")
+        ])?;
+        testenv::capi::label_captf_crds(&mut captf);
+        cp.install_crd_list(&captf)?;
+        capi = Some(rt.block_on(testenv::capi::ClusterApi::start(
+            &kubeconfig,
+            &dir.join("cluster-api"),
+        ))?);
+    } else {
+        cp.install_crd_list(&testenv::env::crds()?)?;
+    }
     let result = rt.block_on(async {
+        let client = testenv::control_plane::client_for(&kubeconfig).await?;
+        testenv::capi::register_provider(&client, &testenv::capi::CAPTF_PROVIDER, concat!("v", env!("CARGO_PKG_VERSION"))).await?;
         let registry = testenv::registry::Registry::start(dir.join("registry")).await?;
         let mut cfg = testenv::kubelet::KubeletConfig::new("captf-testenv", dir.join("kubelet"));
         cfg.shim_binary = Some(testenv::shim::binary_path()?);
@@ -156,10 +177,12 @@ fn up(dir: &std::path::Path) -> anyhow::Result<()> {
         std::fs::write(dir.join("env"), env)?;
         std::fs::write(&pid_file, std::process::id().to_string())?;
         println!(
-            "test environment up in {:.1}s: API server {}, registry {}\n  source {}/env   # sets KUBECONFIG, CAPTF_REGISTRY, TOFU_IMAGE and TERRAFORM_IMAGE\n  captf-testenv down --dir {}",
+            "test environment up in {:.1}s: API server {}, registry {}{}\n  kubeconfig: {}\n  source {}/env   # sets KUBECONFIG, CAPTF_REGISTRY, TOFU_IMAGE and TERRAFORM_IMAGE\n  captf-testenv down --dir {}",
             started.elapsed().as_secs_f64(),
             cp.endpoints().server,
             registry.host(),
+            if capi.is_some() { ", Cluster API's managers (logs in <dir>/cluster-api)" } else { "" },
+            kubeconfig.display(),
             dir.display(),
             dir.display()
         );
@@ -172,6 +195,7 @@ fn up(dir: &std::path::Path) -> anyhow::Result<()> {
         drop(registry);
         anyhow::Ok(())
     });
+    drop(capi);
     cp.stop();
     let _ = std::fs::remove_file(&pid_file);
     result

@@ -1,0 +1,19 @@
+//! CAPTF's end-to-end suite (issue 13; the book's Quick Start, Templates and ClusterClass,
+//! Machine Pools and the `clusterctl move` runbook): Cluster API's real core, kubeadm bootstrap
+//! and kubeadm control-plane managers in the test environment, CAPTF's own `manager` and
+//! `webhook` binaries as a user runs them, and every flow driven by `clusterctl` and the kube API
+//! exactly as the book's commands are.
+//!
+//! - [`kube_ops`]: the kube API as `kubectl` uses it.
+//! - [`clusterctl`]: `clusterctl generate` and `move`, offline.
+//! - [`product`]: the manager and webhook processes with the shipped RBAC.
+//! - [`suite`]: the shared environment, images and Job log.
+//! - [`quickstart`]: the Quick Start flow, for test 1 and `make quickstart`.
+//! - [`workload`]: a stand-in workload cluster, where a flow needs Nodes.
+
+pub mod clusterctl;
+pub mod kube_ops;
+pub mod product;
+pub mod quickstart;
+pub mod suite;
+pub mod workload;
