@@ -29,7 +29,9 @@ quickstart: testbin runner-static-dev ## The book's Quick Start with Cluster API
 	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv -p captf-e2e --bins
 	$(CARGO_TARGET_DIR)/debug/quickstart
 
-test: fmt-check clippy docs-check unit ## Everything CI checks: formatting, clippy -D warnings, docs links, all tests.
+# two-clones runs last, after unit, even under -j: it lends this checkout's target/ to its clones.
+test: fmt-check clippy docs-check unit ## Everything CI checks: formatting, clippy -D warnings, docs links, all tests, then the Quick Start from two clones.
+	$(MAKE) --no-print-directory two-clones
 
 e2e: testbin runner-static-dev ## Only the end-to-end suite (Cluster API's real controllers).
 	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv --bins
