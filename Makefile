@@ -60,7 +60,7 @@ crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API 
 docs-check: ## Every page docs/src/SUMMARY.md links to exists.
 	hack/check-docs.sh
 
-testbin: ## Build the test binaries (kube-apiserver, etcd, tofu, crane, Cluster API, clusterctl) from source into $(CAPTF_TESTBIN).
+testbin: ## Build the test binaries (kube-apiserver, etcd, tofu, crane, Cluster API, clusterctl, cert-manager) from source into $(CAPTF_TESTBIN).
 	hack/testbin.sh
 
 runner-static: ## Build the static runner (release) that the runner image ships.
