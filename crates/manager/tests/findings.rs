@@ -166,6 +166,12 @@ async fn editing_a_labelled_variables_config_map_re_applies_the_objects_that_ref
         )
         .await
         .unwrap();
+    // The edit itself wakes the object: its apply starts at once, not at its next scheduled
+    // pass (a pending-health refresh 30 s on at the soonest, the 10-minute sync period).
+    eventually(Duration::from_secs(25), "an apply for the edit", || async {
+        (op_jobs(&jobs_of(&client, &ns, "varswatch").await, "apply").len() > applies).then_some(())
+    })
+    .await;
     eventually(
         Duration::from_secs(120),
         "the edited value applied",
