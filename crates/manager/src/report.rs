@@ -5,7 +5,9 @@
 //! conditions keep their `lastTransitionTime` when their status did not change, and a condition
 //! that went True, False and True again inside the pass is no transition and announces nothing
 //! (see [`crate::conditions`]). Observe and Act record findings; only Report turns them into
-//! status. The one status write follows ([`write_status`]).
+//! conditions. The status fields read from a finished Job or the state (`lastRun`, `plan`,
+//! `source`, the outputs, ...) come in as Observe recorded them, in [`Facts::status`]. The one
+//! status write follows ([`write_status`]).
 
 use api::constants::{annotations, conditions as ctype, events, reasons};
 use api::status::ActiveJob;
