@@ -822,7 +822,7 @@ fn plan_to_status(
         .add
         .saturating_add(plan.change)
         .saturating_add(plan.destroy);
-    if plan.hash.is_empty() || plan.hash.len() > bounds::PLAN_HASH {
+    let Some(preview) = plan_preview(record, plan) else {
         // No approval could name it (the annotation carries the hash): nothing to show.
         p.findings.set(
             ctype::APPLY_JOB_SUCCEEDED,
@@ -836,7 +836,7 @@ fn plan_to_status(
             ),
         );
         return;
-    }
+    };
     let command = format!(
         "kubectl annotate terraformcluster {name} -n {ns} {}={} --overwrite",
         annotations::APPROVE_PLAN,
@@ -864,13 +864,20 @@ fn plan_to_status(
             ),
         );
     }
-    cs.plan = Some(plan_preview(record, plan));
+    cs.plan = Some(preview);
 }
 
-/// `status.plan` from a plan (or plan-changed apply) Job's result.
-fn plan_preview(record: &JobRecord, plan: &contract::result::PlanDoc) -> api::status::PlanPreview {
+/// `status.plan` from a plan (or plan-changed apply) Job's result; `None` when its plan hash is
+/// empty or longer than the CRD allows (a hash cut short could not be approved).
+fn plan_preview(
+    record: &JobRecord,
+    plan: &contract::result::PlanDoc,
+) -> Option<api::status::PlanPreview> {
+    if plan.hash.is_empty() || plan.hash.len() > bounds::PLAN_HASH {
+        return None;
+    }
     let (items, each) = bounds::PLAN_RESOURCES;
-    api::status::PlanPreview {
+    Some(api::status::PlanPreview {
         inputs_hash: record.inputs_hash.clone(),
         job: record.name.clone(),
         plan_hash: plan.hash.clone(),
@@ -880,7 +887,7 @@ fn plan_preview(record: &JobRecord, plan: &contract::result::PlanDoc) -> api::st
         resources: bounded_list(&plan.resources, items, each),
         truncated: (plan.truncated || plan.resources.len() > items).then_some(true),
         created_at: record.finished.and_then(crate::observe::to_time),
-    }
+    })
 }
 
 /// After an apply or restore that succeeded this pass: its state adopted, the digest pinned, the
@@ -1172,6 +1179,14 @@ mod tests {
             .collect();
         assert!(errors.is_empty(), "{errors:#?}");
         assert_eq!(status["plan"]["truncated"], true);
+        // A plan hash that does not fit is not cut short: no approval could name it.
+        for hash in [String::new(), "p".repeat(bounds::PLAN_HASH + 1)] {
+            let unusable = contract::result::PlanDoc {
+                hash,
+                ..plan.clone()
+            };
+            assert!(plan_preview(&record, &unusable).is_none());
+        }
     }
 
     fn finished_job(failed: bool) -> Job {
