@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use api::constants::{annotations, conditions as ctype, events, reasons};
 use api::shared::ApplyPolicy;
-use api::status::ActiveJob;
 use contract::health::ConditionStatus;
 use contract::names::{
     ObjectKind, Operation, cluster_lease_name, durable_inputs_secret_name, run_lease_name,
@@ -19,7 +18,6 @@ use contract::names::{
 use contract::render::RenderedInputs;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::PostParams;
 use kube::runtime::controller::Action;
@@ -59,6 +57,18 @@ pub async fn act(
         requeue: None,
         stop_after_patch: false,
     };
+    if let Decision::Wait {
+        reason: WaitReason::MachineOperations { operation, job },
+        ..
+    } = &acted.decision
+        && let Some(reason) =
+            hold_while_machines_operate(p, &o.cluster_name, *operation, job).await?
+    {
+        acted.decision = Decision::Wait {
+            reason,
+            requeue_after: Some(decide::schedule_jitter(&p.uid, decide::LEASE_RECHECK)),
+        };
+    }
     if let Decision::StartJob(start) = &acted.decision {
         let start = start.clone();
         match start_job(p, o, &start).await? {
@@ -87,14 +97,9 @@ pub async fn act(
             );
             acted.requeue = Some(Duration::from_secs(1));
         }
-        Decision::Wait {
-            reason,
-            requeue_after,
-        } => {
-            report::wait(p, reason);
+        Decision::Wait { requeue_after, .. } | Decision::Nothing { requeue_after } => {
             acted.requeue = *requeue_after;
         }
-        Decision::Nothing { requeue_after } => acted.requeue = *requeue_after,
         Decision::StartJob(_) | Decision::DropFinalizer => {}
     }
     let op = match &acted.decision {
@@ -104,9 +109,6 @@ pub async fn act(
     p.ctx
         .metrics
         .op_decision(p.kind_name(), op, report::decision_reason(&acted.decision));
-    if let Some((start, job)) = &acted.started {
-        job_started(p, o, start, job);
-    }
     // The clusterctl move block: cleared once no Job is active, paused or not.
     if o.active.is_none()
         && acted.started.is_none()
@@ -115,25 +117,6 @@ pub async fn act(
         set_block_move(p, false).await?;
     }
     Ok(acted)
-}
-
-/// A Job just started: `status.activeJob`, and `Provisioning` while the first apply runs.
-fn job_started(p: &mut Pass<'_>, o: &mut Observation, start: &StartJob, job: &str) {
-    p.draft.workload_mut().active_job = Some(ActiveJob {
-        name: job.to_owned(),
-        operation: start.operation,
-        attempt: start.attempt as i32,
-        start_time: Some(Time(p.now_ts)),
-    });
-    *o.active_counts.entry(start.operation.as_str()).or_default() += 1;
-    if start.operation == Operation::Apply && !p.draft.provisioned() {
-        p.conds.set(
-            ctype::INFRASTRUCTURE_HEALTHY,
-            ConditionStatus::False,
-            reasons::PROVISIONING,
-            "The first apply is running",
-        );
-    }
 }
 
 enum Started {
@@ -201,7 +184,7 @@ async fn start_job(
     };
     let Some(rendered) = inputs_to_render(p, o, start).await? else {
         if op == Operation::Destroy {
-            p.conds.set(
+            p.findings.set(
                 ctype::APPLY_JOB_SUCCEEDED,
                 ConditionStatus::False,
                 reasons::DESTROY_FAILED,
@@ -318,25 +301,18 @@ fn image_to_run(p: &Pass<'_>, o: &Observation, op: Operation) -> String {
     }
 }
 
-/// The run lease, then the cluster operation gate; `Some(wait)` when the Job must wait. A lease
-/// taken and then not used is given back.
+/// The run lease, then the cluster operation gate; `Some(wait)` when the Job must wait. `decide`
+/// already waited on what the caches show; this is the write itself, and its check against the
+/// API server: a lease taken meanwhile by another pass or manager turns the start into a wait.
+/// A lease taken and then not used is given back.
 async fn take_leases(
     p: &Pass<'_>,
     cluster_name: &str,
     op: Operation,
     job_name: &str,
 ) -> Result<Option<WaitReason>, Error> {
-    let client = &p.ctx.client;
-    let ns = &p.ns;
-    let run_lease = run_lease_name(&p.suffix);
-    let labels = leases::lease_labels(leases::RUN_LEASE, p.kind_name(), &p.name, cluster_name);
-    if let Take::HeldBy(holder) =
-        leases::take(client, ns, &run_lease, job_name, op.as_str(), labels).await?
-    {
-        return Ok(Some(WaitReason::RunLease {
-            operation: op,
-            job: holder,
-        }));
+    if let Some(wait) = take_run_lease(p, cluster_name, op, job_name).await? {
+        return Ok(Some(wait));
     }
     let gated = matches!(
         op,
@@ -345,32 +321,92 @@ async fn take_leases(
     if !(p.ctx.settings.cluster_operation_gate && gated && !cluster_name.is_empty()) {
         return Ok(None);
     }
+    let (client, ns) = (&p.ctx.client, &p.ns);
     let cluster_lease = cluster_lease_name(ns, cluster_name);
     if p.kind != ObjectKind::Cluster {
         if leases::live_holder(client, ns, &cluster_lease)
             .await?
             .is_some()
         {
-            leases::give_back(client, ns, &run_lease, job_name).await?;
+            leases::give_back(client, ns, &run_lease_name(&p.suffix), job_name).await?;
             return Ok(Some(WaitReason::ClusterOperation { operation: op }));
         }
         return Ok(None);
     }
+    if let Some(wait) = take_cluster_lease(p, cluster_name, op, job_name).await? {
+        return Ok(Some(wait));
+    }
+    // The cluster keeps both leases while it waits: machines wait behind it meanwhile.
+    if leases::machines_operating(client, ns, cluster_name).await? > 0 {
+        return Ok(Some(WaitReason::MachineOperations {
+            operation: op,
+            job: job_name.to_owned(),
+        }));
+    }
+    Ok(None)
+}
+
+/// The object's run lease for `job_name`; `Some(wait)` when another Job holds it.
+async fn take_run_lease(
+    p: &Pass<'_>,
+    cluster_name: &str,
+    op: Operation,
+    job_name: &str,
+) -> Result<Option<WaitReason>, Error> {
+    let labels = leases::lease_labels(leases::RUN_LEASE, p.kind_name(), &p.name, cluster_name);
+    let run_lease = run_lease_name(&p.suffix);
+    match leases::take(
+        &p.ctx.client,
+        &p.ns,
+        &run_lease,
+        job_name,
+        op.as_str(),
+        labels,
+    )
+    .await?
+    {
+        Take::HeldBy(holder) => Ok(Some(WaitReason::RunLease {
+            operation: op,
+            job: holder,
+        })),
+        Take::Taken => Ok(None),
+    }
+}
+
+/// A cluster's write lease for `job_name` (its run lease given back when another Job holds it).
+async fn take_cluster_lease(
+    p: &Pass<'_>,
+    cluster_name: &str,
+    op: Operation,
+    job_name: &str,
+) -> Result<Option<WaitReason>, Error> {
+    let (client, ns) = (&p.ctx.client, &p.ns);
     let labels = leases::lease_labels(leases::CLUSTER_LEASE, p.kind_name(), &p.name, cluster_name);
+    let cluster_lease = cluster_lease_name(ns, cluster_name);
     if let Take::HeldBy(holder) =
         leases::take(client, ns, &cluster_lease, job_name, op.as_str(), labels).await?
     {
-        leases::give_back(client, ns, &run_lease, job_name).await?;
+        leases::give_back(client, ns, &run_lease_name(&p.suffix), job_name).await?;
         return Ok(Some(WaitReason::RunLease {
             operation: op,
             job: holder,
         }));
     }
-    // The cluster keeps both leases while it waits: machines wait behind it meanwhile.
-    if leases::machines_operating(client, ns, cluster_name).await? > 0 {
-        return Ok(Some(WaitReason::MachineOperations { operation: op }));
-    }
     Ok(None)
+}
+
+/// A cluster waiting for its machines' operations holds (and so renews) its run lease and the
+/// cluster write lease for the Job it will create; `Some(wait)` when another Job took one.
+async fn hold_while_machines_operate(
+    p: &Pass<'_>,
+    cluster_name: &str,
+    op: Operation,
+    job_name: &str,
+) -> Result<Option<WaitReason>, Error> {
+    if let Some(wait) = take_run_lease(p, cluster_name, op, job_name).await? {
+        return Ok(Some(wait));
+    }
+    take_cluster_lease(p, cluster_name, op, job_name).await
 }
 
 /// The state lock: free, stale (the Job force-unlocks it), or held by something else (the Job
@@ -387,7 +423,7 @@ async fn lock(
         LockCheck::Stale { id } => return Ok(Ok(Some(id))),
         LockCheck::Held { who } => who,
     };
-    p.conds.set(
+    p.findings.set(
         ctype::STATE_READABLE,
         ConditionStatus::False,
         reasons::STATE_LOCKED,
@@ -525,12 +561,6 @@ fn announce(
         );
     }
     if start.drift_remediation() {
-        p.conds.set(
-            ctype::DRIFT_DETECTED,
-            ConditionStatus::True,
-            reasons::DRIFT_REMEDIATING,
-            &format!("Remediation apply {job_name} is running"),
-        );
         p.announced.normal(
             events::DRIFT_REMEDIATION_STARTED,
             format!("Remediation apply {job_name} started"),
@@ -592,13 +622,17 @@ async fn cleanup(p: &mut Pass<'_>, cluster_name: &str) -> Result<(), Error> {
 /// The end of a pass: the cleanup of a deletion, the one status patch (under the object's
 /// resourceVersion), the finished Jobs marked bookkept and counted, the finalizer dropped (also
 /// under a precondition), the events published.
-pub async fn finish(mut p: Pass<'_>, o: Observation, acted: Acted) -> Result<Action, Error> {
+pub async fn finish(
+    mut p: Pass<'_>,
+    o: Observation,
+    acted: Acted,
+    reported: report::Reported,
+) -> Result<Action, Error> {
     let drop_finalizer = acted.decision == Decision::DropFinalizer;
     if drop_finalizer {
-        let transitions = p.conds.transitions();
-        p.outbox.for_transitions(&transitions);
+        p.outbox.extend(reported.events);
         cleanup(&mut p, &o.cluster_name).await?;
-    } else if !report::write_status(&mut p).await? {
+    } else if !report::write_status(&mut p, reported).await? {
         // The object changed since the cache showed it (or it is gone): the newer version
         // wakes this object again; of this pass only the writes already made are announced.
         let reference = p.target.reference();

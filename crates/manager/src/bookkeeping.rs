@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 
 use crate::caches::Caches;
-use crate::conditions::Conditions;
+use crate::conditions::Findings;
 use crate::context::StatusDraft;
 use crate::decide::{JobOutcome, JobRecord};
 use crate::durable::Durable;
@@ -271,9 +271,6 @@ pub fn job_record(
             None
         },
         drift_remediation: a.contains_key(annotations::DRIFT_REMEDIATION),
-        restore_serial: a
-            .get(annotations::RESTORE_SERIAL)
-            .and_then(|s| s.parse().ok()),
         run_secret_exists,
         pod_ever_started: status.ready.unwrap_or(0) > 0
             || status.succeeded.unwrap_or(0) > 0
@@ -281,8 +278,48 @@ pub fn job_record(
     })
 }
 
+/// A result-document string within the CRD's bounds for its status field: at most `max` bytes
+/// (cut on a character boundary), and absent when empty (every such field has `minLength: 1`).
+fn bounded(text: &str, max: usize) -> Option<String> {
+    Some(contract::result::cap(text, max)).filter(|s| !s.is_empty())
+}
+
+/// A result-document count within the CRD's bounds (`minimum: 0`, an int32).
+fn bounded_count(n: u64) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// A list of result-document strings within the CRD's bounds: at most `items` entries of at most
+/// `max` bytes each, no empty one; absent when none is left.
+fn bounded_list(list: &[String], items: usize, max: usize) -> Option<Vec<String>> {
+    let kept: Vec<String> = list
+        .iter()
+        .filter_map(|s| bounded(s, max))
+        .take(items)
+        .collect();
+    Some(kept).filter(|k| !k.is_empty())
+}
+
+/// The CRD's bounds of the status fields filled from a result document (crates/api `status`).
+mod bounds {
+    /// `lastRun.steps`: items.
+    pub const STEPS: usize = 16;
+    /// `lastRun.steps[].name`, `lastRun.error.step`.
+    pub const STEP_NAME: usize = 64;
+    /// `lastRun.error.summary`.
+    pub const SUMMARY: usize = 512;
+    /// `lastRun.drift.resources`: items, and each.
+    pub const DRIFT_RESOURCES: (usize, usize) = (20, 512);
+    /// `plan.resources`: items, and each.
+    pub const PLAN_RESOURCES: (usize, usize) = (50, 600);
+    /// `plan.planHash`.
+    pub const PLAN_HASH: usize = 128;
+}
+
 /// `status.lastRun` from a finished Job and its result document; steps map `{name, exit,
-/// seconds}` to `{name, exitCode, durationMilliseconds}`.
+/// seconds}` to `{name, exitCode, durationMilliseconds}`. Every field copied from the result
+/// document is clamped to the CRD's bounds, so no runner (or module image that replaced it)
+/// can make the status write fail.
 pub fn last_run(
     record: &JobRecord,
     job: &Job,
@@ -293,11 +330,12 @@ pub fn last_run(
         .map(|r| {
             r.steps
                 .iter()
-                .take(16)
+                .take(bounds::STEPS)
                 .map(|s| RunStep {
-                    name: s.name.clone(),
+                    name: bounded(&s.name, bounds::STEP_NAME).unwrap_or_else(|| "unknown".into()),
                     exit_code: s.exit,
-                    duration_milliseconds: Some((s.seconds * 1000.0).round() as i64),
+                    // NaN becomes 0, a negative duration 0, an overlong one the largest.
+                    duration_milliseconds: Some((s.seconds * 1000.0).round().max(0.0) as i64),
                 })
                 .collect()
         })
@@ -305,8 +343,14 @@ pub fn last_run(
     let error = match (result.and_then(|r| r.error.as_ref()), outcome) {
         (Some(e), _) => Some(RunError {
             kind: e.kind,
-            step: e.step.clone(),
-            summary: e.summary.clone().filter(|s| !s.is_empty()),
+            step: e
+                .step
+                .as_deref()
+                .and_then(|s| bounded(s, bounds::STEP_NAME)),
+            summary: e
+                .summary
+                .as_deref()
+                .and_then(|s| bounded(s, bounds::SUMMARY)),
             exit_code: e.exit_code,
         }),
         (None, JobOutcome::Interrupted) => Some(RunError {
@@ -333,11 +377,12 @@ pub fn last_run(
         }),
         _ => None,
     };
+    let (items, each) = bounds::DRIFT_RESOURCES;
     let drift = result.and_then(|r| r.drift.as_ref()).map(|d| DriftSummary {
-        add: Some(d.add as i32),
-        change: Some(d.change as i32),
-        destroy: Some(d.destroy as i32),
-        resources: Some(d.resources.clone()).filter(|r| !r.is_empty()),
+        add: Some(bounded_count(d.add)),
+        change: Some(bounded_count(d.change)),
+        destroy: Some(bounded_count(d.destroy)),
+        resources: bounded_list(&d.resources, items, each),
     });
     LastRun {
         job: record.name.clone(),
@@ -354,7 +399,7 @@ pub fn last_run(
 /// A drift-remediation apply that did not succeed leaves the drift found and pending, with a note
 /// of what happened (Drift and Health "Report or remediate"); a succeeded one is cleared after
 /// bookkeeping, with the state adopted.
-fn remediation_ended(job: &str, outcome: JobOutcome, conds: &mut Conditions) {
+fn remediation_ended(job: &str, outcome: JobOutcome, conds: &mut Findings) {
     let what = match outcome {
         JobOutcome::Succeeded => return,
         JobOutcome::Failed | JobOutcome::DeadlineExceeded => "failed",
@@ -388,7 +433,7 @@ pub fn record_conditions(
     result: Option<&ResultDocument>,
     outcome: JobOutcome,
     drift_remediate: bool,
-    conds: &mut Conditions,
+    conds: &mut Findings,
     outbox: &mut Outbox,
 ) {
     let op = record.operation;
@@ -459,7 +504,7 @@ fn apply_job_conditions(
     outcome: JobOutcome,
     image_layout: bool,
     failed_msg: &dyn Fn(&str) -> String,
-    conds: &mut Conditions,
+    conds: &mut Findings,
     outbox: &mut Outbox,
 ) {
     let op = record.operation;
@@ -561,7 +606,7 @@ fn drift_job_conditions(
     outcome: JobOutcome,
     drift_remediate: bool,
     failed_msg: &dyn Fn(&str) -> String,
-    conds: &mut Conditions,
+    conds: &mut Findings,
     outbox: &mut Outbox,
 ) {
     let op = record.operation;
@@ -726,7 +771,7 @@ async fn keep_one(p: &mut Pass<'_>, job: &Job, cluster_name: &str) -> Result<Opt
         result,
         outcome,
         remediate,
-        &mut p.conds,
+        &mut p.findings,
         &mut p.outbox,
     );
     p.draft.workload_mut().last_run = Some(last_run(&record, job, result, outcome));
@@ -773,21 +818,39 @@ fn plan_to_status(
     let StatusDraft::Cluster(cs) = &mut p.draft else {
         return;
     };
-    let changes = plan.add + plan.change + plan.destroy;
+    let changes = plan
+        .add
+        .saturating_add(plan.change)
+        .saturating_add(plan.destroy);
+    let Some(preview) = plan_preview(record, plan) else {
+        // No approval could name it (the annotation carries the hash): nothing to show.
+        p.findings.set(
+            ctype::APPLY_JOB_SUCCEEDED,
+            ConditionStatus::Unknown,
+            reasons::PLAN_AWAITING_APPROVAL,
+            &format!(
+                "The result of Job {} carries no usable plan hash (empty or over {} characters); \
+                 the plan cannot be approved",
+                record.name,
+                bounds::PLAN_HASH
+            ),
+        );
+        return;
+    };
     let command = format!(
         "kubectl annotate terraformcluster {name} -n {ns} {}={} --overwrite",
         annotations::APPROVE_PLAN,
         plan.hash
     );
     if outcome == JobOutcome::PlanChanged {
-        p.conds.set(
+        p.findings.set(
             ctype::APPLY_JOB_SUCCEEDED,
             ConditionStatus::Unknown,
             reasons::PLAN_CHANGED,
             &format!("The plan changed since it was approved; review status.plan and approve it: {command}"),
         );
     } else if changes > 0 {
-        p.conds.set(
+        p.findings.set(
             ctype::APPLY_JOB_SUCCEEDED,
             ConditionStatus::Unknown,
             reasons::PLAN_AWAITING_APPROVAL,
@@ -801,22 +864,30 @@ fn plan_to_status(
             ),
         );
     }
-    cs.plan = Some(plan_preview(record, plan));
+    cs.plan = Some(preview);
 }
 
-/// `status.plan` from a plan (or plan-changed apply) Job's result.
-fn plan_preview(record: &JobRecord, plan: &contract::result::PlanDoc) -> api::status::PlanPreview {
-    api::status::PlanPreview {
+/// `status.plan` from a plan (or plan-changed apply) Job's result; `None` when its plan hash is
+/// empty or longer than the CRD allows (a hash cut short could not be approved).
+fn plan_preview(
+    record: &JobRecord,
+    plan: &contract::result::PlanDoc,
+) -> Option<api::status::PlanPreview> {
+    if plan.hash.is_empty() || plan.hash.len() > bounds::PLAN_HASH {
+        return None;
+    }
+    let (items, each) = bounds::PLAN_RESOURCES;
+    Some(api::status::PlanPreview {
         inputs_hash: record.inputs_hash.clone(),
         job: record.name.clone(),
         plan_hash: plan.hash.clone(),
-        add: Some(plan.add as i32),
-        change: Some(plan.change as i32),
-        destroy: Some(plan.destroy as i32),
-        resources: Some(plan.resources.clone()).filter(|r| !r.is_empty()),
-        truncated: plan.truncated.then_some(true),
+        add: Some(bounded_count(plan.add)),
+        change: Some(bounded_count(plan.change)),
+        destroy: Some(bounded_count(plan.destroy)),
+        resources: bounded_list(&plan.resources, items, each),
+        truncated: (plan.truncated || plan.resources.len() > items).then_some(true),
         created_at: record.finished.and_then(crate::observe::to_time),
-    }
+    })
 }
 
 /// After an apply or restore that succeeded this pass: its state adopted, the digest pinned, the
@@ -847,9 +918,9 @@ pub async fn after_apply(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Er
     pin_digest(p, &mut o.durable, &kept.report).await?;
     consume_approvals(p, record).await?;
     if record.drift_remediation
-        || p.conds.reason(ctype::DRIFT_DETECTED) == Some(reasons::DRIFT_REMEDIATING)
+        || p.findings.reason(ctype::DRIFT_DETECTED) == Some(reasons::DRIFT_REMEDIATING)
     {
-        p.conds.set(
+        p.findings.set(
             ctype::DRIFT_DETECTED,
             ConditionStatus::False,
             reasons::NO_DRIFT,
@@ -1046,6 +1117,78 @@ mod tests {
         assert_eq!(digest_of("r/x@sha256:short"), None);
     }
 
+    /// Finding 12: result-document fields copied into status are clamped to the CRD's bounds.
+    /// A result document with overlong, empty, negative and oversized values still gives a
+    /// `status.lastRun` and a `status.plan` the generated CRD's status schema accepts.
+    #[test]
+    fn result_document_fields_are_clamped_to_the_crd_bounds() {
+        let long = "é".repeat(400);
+        let result = ResultDocument {
+            version: contract::result::RESULT_VERSION,
+            op: "drift".to_owned(),
+            image: contract::result::ImageInfo::default(),
+            runtime: contract::result::RuntimeInfo::default(),
+            steps: (0..40)
+                .map(|i| contract::result::StepRecord {
+                    name: if i == 0 { String::new() } else { long.clone() },
+                    exit: 1,
+                    seconds: if i == 1 { -3.0 } else { f64::NAN },
+                })
+                .collect(),
+            drift: Some(contract::result::DriftDoc {
+                detected: true,
+                add: u64::MAX,
+                change: 1 << 40,
+                destroy: 0,
+                resources: (0..90)
+                    .map(|_| long.clone())
+                    .chain([String::new()])
+                    .collect(),
+            }),
+            error: Some(contract::result::ErrorDoc {
+                kind: ErrorKind::Step,
+                step: Some(long.clone()),
+                summary: Some(long.repeat(4)),
+                exit_code: Some(1),
+            }),
+            changes: None,
+            plan: None,
+        };
+        let plan = contract::result::PlanDoc {
+            hash: format!("p1:{}", "a".repeat(64)),
+            add: u64::MAX,
+            resources: (0..90).map(|_| long.clone()).collect(),
+            ..contract::result::PlanDoc::default()
+        };
+        let job = finished_job(true);
+        let mut record = job_record(&job, Some(JobOutcome::Failed), false).unwrap();
+        record.inputs_hash = "h1".into();
+        let status = serde_json::json!({
+            "lastRun": last_run(&record, &job, Some(&result), JobOutcome::Failed),
+            "plan": plan_preview(&record, &plan),
+        });
+        let crd = api::crd::all()
+            .into_iter()
+            .find(|c| c.spec.names.kind == "TerraformCluster")
+            .unwrap();
+        let schema = serde_json::to_value(api::crd::schema_of(&crd).unwrap()).unwrap();
+        let validator = jsonschema::validator_for(&schema["properties"]["status"]).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&status)
+            .map(|e| format!("{}: {e}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        assert_eq!(status["plan"]["truncated"], true);
+        // A plan hash that does not fit is not cut short: no approval could name it.
+        for hash in [String::new(), "p".repeat(bounds::PLAN_HASH + 1)] {
+            let unusable = contract::result::PlanDoc {
+                hash,
+                ..plan.clone()
+            };
+            assert!(plan_preview(&record, &unusable).is_none());
+        }
+    }
+
     fn finished_job(failed: bool) -> Job {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "captf-c-x-apply-a1-abcdef",
@@ -1112,7 +1255,6 @@ mod tests {
     /// with the reason `DriftPending` and a note of what happened.
     #[test]
     fn a_remediation_apply_that_did_not_succeed_leaves_the_drift_pending() {
-        let now = Time(k8s_openapi::jiff::Timestamp::from_second(1_700_000_000).unwrap());
         for outcome in [
             JobOutcome::Failed,
             JobOutcome::Blocked,
@@ -1120,7 +1262,7 @@ mod tests {
         ] {
             let mut record = job_record(&finished_job(true), Some(outcome), false).unwrap();
             record.drift_remediation = true;
-            let mut conds = Conditions::new(None, None, now.clone());
+            let mut conds = Findings::new(None);
             conds.set(
                 ctype::DRIFT_DETECTED,
                 ConditionStatus::True,
@@ -1141,7 +1283,10 @@ mod tests {
             );
             assert!(
                 conds
-                    .get(ctype::DRIFT_DETECTED)
+                    .found()
+                    .iter()
+                    .rev()
+                    .find(|f| f.type_ == ctype::DRIFT_DETECTED)
                     .unwrap()
                     .message
                     .contains("remediation apply"),

@@ -615,13 +615,48 @@ impl Caches {
         })
     }
 
+    /// The running Jobs per (owner kind, operation), every pair of the reconciled kinds and the
+    /// operations listed (zero when none runs): `captf_jobs_active` at scrape time.
+    pub fn jobs_active(&self) -> Vec<(String, String, i64)> {
+        let mut counts: std::collections::BTreeMap<(String, String), i64> = [
+            contract::names::ObjectKind::Cluster,
+            contract::names::ObjectKind::Machine,
+        ]
+        .into_iter()
+        .flat_map(|k| {
+            contract::names::Operation::ALL
+                .iter()
+                .map(move |op| ((k.kind().to_owned(), op.as_str().to_owned()), 0))
+        })
+        .collect();
+        for job in self.jobs.state() {
+            if !crate::leases::job_active(&job) {
+                continue;
+            }
+            let labels = job.metadata.labels.clone().unwrap_or_default();
+            if let (Some(kind), Some(op)) = (
+                labels.get(api::constants::labels::OWNER_KIND),
+                labels.get(api::constants::labels::OP),
+            ) {
+                *counts.entry((kind.clone(), op.clone())).or_default() += 1;
+            }
+        }
+        counts
+            .into_iter()
+            .map(|((kind, op), n)| (kind, op, n))
+            .collect()
+    }
+
     /// The Jobs of `ns` owned by the object with `uid`: the cached ones, and those this manager
     /// created that the cache does not show yet (forgotten once it does).
     pub fn jobs_of(&self, ns: &str, uid: &str) -> Vec<Arc<Job>> {
-        let owned = |j: &Job| {
-            j.metadata.namespace.as_deref() == Some(ns)
-                && j.owner_references().iter().any(|o| o.uid == uid)
-        };
+        self.jobs_where(ns, |j| j.owner_references().iter().any(|o| o.uid == uid))
+    }
+
+    /// The Jobs of `ns` that `keep` accepts, the cached ones and those this manager created that
+    /// the cache does not show yet.
+    pub fn jobs_where(&self, ns: &str, keep: impl Fn(&Job) -> bool) -> Vec<Arc<Job>> {
+        let owned = |j: &Job| j.metadata.namespace.as_deref() == Some(ns) && keep(j);
         let mut jobs = self.jobs.state_filter(|j| owned(j));
         let mut created = self
             .created

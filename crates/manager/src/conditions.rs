@@ -195,6 +195,121 @@ impl Conditions {
     }
 }
 
+/// One condition value a step of the pass found (Observe, bookkeeping, Act): what that step
+/// saw, not yet the status. Report folds the findings, in order, onto the conditions the object
+/// had ([`crate::report::report`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The condition type.
+    pub type_: String,
+    /// Its status.
+    pub status: ConditionStatus,
+    /// Its reason.
+    pub reason: String,
+    /// Its message.
+    pub message: String,
+    /// Only when the condition has no value yet (a default).
+    pub if_missing: bool,
+}
+
+/// What the steps of one pass found, in the order they found it, over the conditions the object
+/// had when the pass started. Nothing here is the status yet: no transition time, no `Ready`.
+#[derive(Debug, Clone, Default)]
+pub struct Findings {
+    before: Vec<Condition>,
+    found: Vec<Finding>,
+}
+
+impl Findings {
+    /// Starts from the object's conditions as the pass read them.
+    pub fn new(before: Option<Vec<Condition>>) -> Self {
+        Self {
+            before: before.unwrap_or_default(),
+            found: Vec::new(),
+        }
+    }
+
+    fn push(
+        &mut self,
+        type_: &str,
+        status: ConditionStatus,
+        reason: &str,
+        message: &str,
+        if_missing: bool,
+    ) {
+        self.found.push(Finding {
+            type_: type_.to_owned(),
+            status,
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+            if_missing,
+        });
+    }
+
+    /// Records that condition `type_` is found to be `status`, for `reason`.
+    pub fn set(&mut self, type_: &str, status: ConditionStatus, reason: &str, message: &str) {
+        self.push(type_, status, reason, message, false);
+    }
+
+    /// Records a default for `type_`, which holds only when it has no value otherwise.
+    pub fn set_if_missing(
+        &mut self,
+        type_: &str,
+        status: ConditionStatus,
+        reason: &str,
+        message: &str,
+    ) {
+        self.push(type_, status, reason, message, true);
+    }
+
+    /// The (status, reason) of `type_` as the pass sees it so far: the conditions it started
+    /// from with the findings up to now applied.
+    fn current(&self, type_: &str) -> Option<(&str, &str)> {
+        let mut value = self
+            .before
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.status.as_str(), c.reason.as_str()));
+        for f in self.found.iter().filter(|f| f.type_ == type_) {
+            if !f.if_missing || value.is_none() {
+                value = Some((f.status.as_str(), f.reason.as_str()));
+            }
+        }
+        value
+    }
+
+    /// The status of `type_` so far.
+    pub fn status(&self, type_: &str) -> Option<&str> {
+        self.current(type_).map(|(s, _)| s)
+    }
+
+    /// The reason of `type_` so far.
+    pub fn reason(&self, type_: &str) -> Option<&str> {
+        self.current(type_).map(|(_, r)| r)
+    }
+
+    /// The conditions the pass started from.
+    pub fn before(&self) -> &[Condition] {
+        &self.before
+    }
+
+    /// The findings, in order.
+    pub fn found(&self) -> &[Finding] {
+        &self.found
+    }
+
+    /// Applies the findings, in order, onto `conds`.
+    pub fn apply_to(&self, conds: &mut Conditions) {
+        for f in &self.found {
+            if f.if_missing {
+                conds.set_if_missing(&f.type_, f.status, &f.reason, &f.message);
+            } else {
+                conds.set(&f.type_, f.status, &f.reason, &f.message);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +317,26 @@ mod tests {
 
     fn at(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    /// A finding is what a step saw: a later one wins, a default only holds where nothing else
+    /// set the condition, and what the pass sees so far includes the conditions it started from.
+    #[test]
+    fn findings_fold_in_order_and_defaults_fill_only_gaps() {
+        let mut before = Conditions::new(None, None, at(1));
+        before.set("A", ConditionStatus::True, "Was", "");
+        let mut f = Findings::new(Some(before.into_list()));
+        assert_eq!(f.status("A"), Some("True"));
+        f.set_if_missing("A", ConditionStatus::Unknown, "Default", "");
+        assert_eq!(f.reason("A"), Some("Was"));
+        f.set("A", ConditionStatus::False, "Now", "");
+        f.set_if_missing("B", ConditionStatus::Unknown, "Default", "");
+        f.set("B", ConditionStatus::True, "Set", "");
+        assert_eq!((f.reason("A"), f.reason("B")), (Some("Now"), Some("Set")));
+        let mut c = Conditions::new(Some(f.before().to_vec()), None, at(2));
+        f.apply_to(&mut c);
+        assert_eq!(c.reason("A"), Some("Now"));
+        assert_eq!(c.reason("B"), Some("Set"));
     }
 
     #[test]

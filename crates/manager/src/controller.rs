@@ -127,6 +127,9 @@ where
 pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let (caches, triggers, watches) = crate::caches::start(&ctx.client, &ctx.settings);
     let watches = tokio::spawn(watches);
+    let counted = caches.clone();
+    ctx.metrics
+        .count_jobs_active_with(move || counted.jobs_active());
     let ctx = Arc::new(Context {
         caches: caches.clone(),
         ..ctx

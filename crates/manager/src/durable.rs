@@ -25,7 +25,7 @@ pub const KEPT_VARIABLES: [&str; 3] = [
 ];
 
 /// The durable inputs Secret of one object.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Durable {
     namespace: String,
     name: String,

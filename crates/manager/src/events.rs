@@ -98,6 +98,11 @@ impl Outbox {
     }
 
     /// The queued events.
+    /// Queues `other`'s events after these.
+    pub fn extend(&mut self, other: Outbox) {
+        self.events.extend(other.events);
+    }
+
     pub fn events(&self) -> &[Pending] {
         &self.events
     }

@@ -88,7 +88,6 @@ mod tests {
             finished: finished.map(at),
             outcome,
             drift_remediation: false,
-            restore_serial: None,
             run_secret_exists: false,
             pod_ever_started: true,
         }

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 use crate::caches::{Caches, Meta};
-use crate::conditions::Conditions;
+use crate::conditions::Findings;
 use crate::decide::GateBlock;
 use crate::events::Outbox;
 use crate::kubeutil::{get_opt, is_not_found};
@@ -111,7 +111,7 @@ pub async fn ensure(
     ns: &str,
     identity: Option<String>,
     owner: &OwnerReference,
-    conds: &mut Conditions,
+    conds: &mut Findings,
     outbox: &mut Outbox,
     metrics: &crate::metrics::Metrics,
 ) -> kube::Result<IdentityOutcome> {
@@ -122,7 +122,7 @@ pub async fn ensure(
             metrics.identity_denied(reason);
         }
     };
-    let pending = |conds: &mut Conditions| {
+    let pending = |conds: &mut Findings| {
         conds.set(
             ctype::CREDENTIALS_MIRRORED,
             ConditionStatus::Unknown,

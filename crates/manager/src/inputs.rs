@@ -45,6 +45,11 @@ pub struct Owner {
 }
 
 impl Owner {
+    /// No owner looked up (an externally managed object).
+    pub fn none() -> Self {
+        Self::waiting(OwnerCheck::Ok, "")
+    }
+
     fn waiting(check: OwnerCheck, message: impl Into<String>) -> Self {
         Self {
             check,
@@ -297,9 +302,88 @@ fn from_render(e: RenderError) -> NotBuilt {
     }
 }
 
+/// The version of an object's user variables: its kind, inline `spec.variables` and
+/// `spec.variablesFrom` entries, and the resourceVersion of each source as the metadata caches
+/// show it. `None` when a source is not in its cache (it is missing, or a ConfigMap without the
+/// label): the sources are then read, to say which.
+fn variables_version(
+    caches: &Caches,
+    ns: &str,
+    kind: ObjectKind,
+    ws: &WorkspaceSpec,
+) -> Option<String> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    // The entries themselves too: an edited entry (optional, another key) merges differently.
+    serde_json::to_string(&(&ws.variables, &ws.variables_from))
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    let mut version = format!("{}:{:x}", kind.short(), hasher.finish());
+    for entry in ws.variables_from.iter().flatten() {
+        let source = match (&entry.config_map_ref, &entry.secret_ref) {
+            (Some(c), _) => {
+                let cached = caches
+                    .variable_config_maps
+                    .get(&kube::runtime::reflector::ObjectRef::new(&c.name).within(ns))?;
+                let rv = cached.metadata.resource_version.as_deref()?;
+                format!("c/{}@{rv}", c.name)
+            }
+            (None, Some(s)) => {
+                let cached = caches.secret(ns, &s.name)?;
+                let rv = cached.metadata.resource_version.as_deref()?;
+                format!("s/{}@{rv}", s.name)
+            }
+            (None, None) => continue,
+        };
+        version.push(' ');
+        version.push_str(&source);
+    }
+    Some(version)
+}
+
 /// Merges the object's `spec.variables` and `spec.variablesFrom` (Module Variables): each
-/// source must exist (unless optional) and carry `captf.io/variables=true`.
+/// source must exist (unless optional) and carry `captf.io/variables=true`. The sources are read
+/// only when one of their resourceVersions changed (the metadata caches show them); the pass
+/// keeps the merged variables for that version, not the sources' data.
 pub async fn user_variables(
+    client: &kube::Client,
+    caches: &Caches,
+    meta: &ObjectMeta,
+    kind: ObjectKind,
+    ws: &WorkspaceSpec,
+) -> kube::Result<Result<UserVariables, NotBuilt>> {
+    let ns = meta.namespace.as_deref().unwrap_or_default();
+    if ws.variables_from.as_ref().is_none_or(Vec::is_empty) {
+        return Ok(merge_sources(kind, ws, &[]));
+    }
+    let key = format!("{}/variables", meta.uid.as_deref().unwrap_or_default());
+    let version = variables_version(caches, ns, kind, ws);
+    if let Some(version) = &version
+        && let Some(kept) = caches.decoded.get::<UserVariables>(&key, version)
+    {
+        return Ok(Ok(kept.as_ref().clone()));
+    }
+    let merged = read_sources(client, ns, kind, ws).await?;
+    if let (Some(version), Ok(merged)) = (&version, &merged) {
+        caches
+            .decoded
+            .put(&key, version, std::sync::Arc::new(merged.clone()));
+    }
+    Ok(merged)
+}
+
+fn merge_sources(
+    kind: ObjectKind,
+    ws: &WorkspaceSpec,
+    sources: &[VariablesSource],
+) -> Result<UserVariables, NotBuilt> {
+    let inline = ws.variables.clone().map(serde_json::Value::Object);
+    merge_variables(kind, sources, inline.as_ref())
+        .map_err(|e| NotBuilt::broken(reasons::VARIABLES_INVALID, e.to_string()))
+}
+
+/// Reads each `variablesFrom` source and merges them with the inline variables.
+async fn read_sources(
     client: &kube::Client,
     ns: &str,
     kind: ObjectKind,
@@ -369,9 +453,7 @@ pub async fn user_variables(
             data,
         });
     }
-    let inline = ws.variables.clone().map(serde_json::Value::Object);
-    Ok(merge_variables(kind, &sources, inline.as_ref())
-        .map_err(|e| NotBuilt::broken(reasons::VARIABLES_INVALID, e.to_string())))
+    Ok(merge_sources(kind, ws, &sources))
 }
 
 fn object_source(
@@ -402,16 +484,23 @@ pub fn endpoint(e: Option<&api::shared::ApiEndpoint>) -> Option<ApiEndpointSourc
 /// `control_plane_initialized` the durable inputs Secret rendered, for the latch.
 pub async fn cluster_inputs(
     client: &kube::Client,
+    caches: &Caches,
     tc: &TerraformCluster,
     cluster: &Cluster,
     durable_initialized: Option<bool>,
 ) -> kube::Result<Result<RenderedInputs, NotBuilt>> {
-    let ns = tc.metadata.namespace.clone().unwrap_or_default();
-    let variables =
-        match user_variables(client, &ns, ObjectKind::Cluster, &tc.spec.workspace).await? {
-            Ok(v) => v,
-            Err(e) => return Ok(Err(e)),
-        };
+    let variables = match user_variables(
+        client,
+        caches,
+        &tc.metadata,
+        ObjectKind::Cluster,
+        &tc.spec.workspace,
+    )
+    .await?
+    {
+        Ok(v) => v,
+        Err(e) => return Ok(Err(e)),
+    };
     let cluster_name = cluster.metadata.name.clone().unwrap_or_default();
     let init = cluster
         .status
@@ -507,6 +596,7 @@ pub async fn cluster_handoff(
 /// exports and the bootstrap data (Machine Role "Gating").
 pub async fn machine_inputs(
     client: &kube::Client,
+    caches: &Caches,
     tm: &TerraformMachine,
     owner: &Owner,
 ) -> kube::Result<Result<RenderedInputs, NotBuilt>> {
@@ -562,11 +652,18 @@ pub async fn machine_inputs(
             format!("The bootstrap data Secret {secret_name} has no value key yet"),
         )));
     };
-    let variables =
-        match user_variables(client, &ns, ObjectKind::Machine, &tm.spec.workspace).await? {
-            Ok(v) => v,
-            Err(e) => return Ok(Err(e)),
-        };
+    let variables = match user_variables(
+        client,
+        caches,
+        &tm.metadata,
+        ObjectKind::Machine,
+        &tm.spec.workspace,
+    )
+    .await?
+    {
+        Ok(v) => v,
+        Err(e) => return Ok(Err(e)),
+    };
     let control_plane = machine
         .metadata
         .labels

@@ -7,13 +7,17 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use api::constants::{annotations, labels, lease_kinds};
+use contract::names::{ObjectKind, cluster_lease_name, run_lease_name};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
 use kube::api::{ListParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
 
+use crate::caches::Caches;
+use crate::decide::{ClusterLease, Leases};
 use crate::kubeutil::{get_opt, is_conflict};
 
 /// How long a lease is held from its acquire time before its Job exists: the Job is created
@@ -195,43 +199,34 @@ pub async fn live_holder(
     Ok(lease.spec.and_then(|s| s.holder_identity))
 }
 
-/// How many apply, destroy or restore operations of the cluster's machines and pools are under
-/// way: their Jobs running, or their run leases taken for one of those operations and still
-/// [`held`] while the Job is being created.
-pub async fn machines_operating(
-    client: &kube::Client,
-    ns: &str,
-    cluster: &str,
-) -> kube::Result<u32> {
-    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let lp = ListParams::default().labels(&format!(
-        "{}={cluster},{}=true",
-        labels::CLUSTER_NAME,
-        labels::MANAGED
-    ));
-    let gated = |kind: Option<&String>, op: Option<&String>| {
-        kind.is_some_and(|k| k != "TerraformCluster")
-            && matches!(
-                op.map(String::as_str),
-                Some("apply" | "destroy" | "restore")
-            )
-    };
-    let listed = jobs.list(&lp).await?.items;
-    let mut operating: std::collections::BTreeSet<String> = listed
+/// Whether a Job or lease labelled `l` (annotated `a`) is a machine's or pool's apply, destroy
+/// or restore: the operations the cluster operation gate orders.
+fn gated(l: &BTreeMap<String, String>, op: Option<&String>) -> bool {
+    l.get(labels::OWNER_KIND)
+        .is_some_and(|k| k != "TerraformCluster")
+        && matches!(
+            op.map(String::as_str),
+            Some("apply" | "destroy" | "restore")
+        )
+}
+
+/// How many apply, destroy or restore operations of a cluster's machines and pools are under
+/// way, given the cluster's Jobs and leases: their Jobs running, or their run leases taken for
+/// one of those operations and still [`held`] while the Job is being created.
+pub fn count_operating(jobs: &[&Job], leases: &[&Lease], now: Timestamp) -> u32 {
+    let mut operating: std::collections::BTreeSet<String> = jobs
         .iter()
         .filter(|j| {
             let l = j.metadata.labels.clone().unwrap_or_default();
-            gated(l.get(labels::OWNER_KIND), l.get(labels::OP)) && job_active(j)
+            gated(&l, l.get(labels::OP)) && job_active(j)
         })
         .filter_map(|j| j.metadata.name.clone())
         .collect();
-    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
-    let now = Timestamp::now();
-    for lease in leases.list(&lp).await? {
+    for lease in leases {
         let l = lease.metadata.labels.clone().unwrap_or_default();
         let a = lease.metadata.annotations.clone().unwrap_or_default();
         if l.get(labels::LEASE).map(String::as_str) != Some(RUN_LEASE)
-            || !gated(l.get(labels::OWNER_KIND), a.get(annotations::LEASE_OP))
+            || !gated(&l, a.get(annotations::LEASE_OP))
         {
             continue;
         }
@@ -239,14 +234,94 @@ pub async fn machines_operating(
         let Some(holder) = holder.filter(|h| !h.is_empty()) else {
             continue;
         };
-        let job = listed
+        let job = jobs
             .iter()
             .find(|j| j.metadata.name.as_deref() == Some(holder.as_str()));
-        if held(&lease, job, now) {
+        if held(lease, job.copied(), now) {
             operating.insert(holder);
         }
     }
-    Ok(operating.len() as u32)
+    operating.len() as u32
+}
+
+/// [`count_operating`] read fresh from the API server: Act's check once the cluster holds its
+/// leases, which must not trust a cache that may lag a machine's lease just taken.
+pub async fn machines_operating(
+    client: &kube::Client,
+    ns: &str,
+    cluster: &str,
+) -> kube::Result<u32> {
+    let lp = ListParams::default().labels(&format!(
+        "{}={cluster},{}=true",
+        labels::CLUSTER_NAME,
+        labels::MANAGED
+    ));
+    let jobs = Api::<Job>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?
+        .items;
+    let leases = Api::<Lease>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?
+        .items;
+    Ok(count_operating(
+        &jobs.iter().collect::<Vec<_>>(),
+        &leases.iter().collect::<Vec<_>>(),
+        Timestamp::now(),
+    ))
+}
+
+/// The leases of an object as the caches show them, for `decide`: who holds its run lease, and
+/// (with the cluster operation gate, for an object that names a cluster) whether its cluster's
+/// operation holds the cluster write lease (a machine) or how many of its machines operate (a
+/// cluster).
+pub fn observe(
+    caches: &Caches,
+    ns: &str,
+    kind: ObjectKind,
+    suffix: &str,
+    cluster: &str,
+    now: Timestamp,
+) -> Leases {
+    let lease = |name: &str| caches.leases.get(&ObjectRef::new(name).within(ns));
+    let holder_job = |lease: &Lease| {
+        let holder = lease.spec.as_ref()?.holder_identity.clone()?;
+        caches
+            .jobs_where(ns, |j| j.metadata.name.as_deref() == Some(holder.as_str()))
+            .into_iter()
+            .next()
+    };
+    let holder_if_held = |lease: &Lease| {
+        let job = holder_job(lease);
+        held(lease, job.as_deref(), now)
+            .then(|| lease.spec.as_ref().and_then(|s| s.holder_identity.clone()))
+            .flatten()
+    };
+    let mut leases = Leases {
+        run_lease_holder: lease(&run_lease_name(suffix)).and_then(|l| holder_if_held(&l)),
+        ..Leases::default()
+    };
+    if cluster.is_empty() {
+        return leases;
+    }
+    if kind == ObjectKind::Cluster {
+        let of_cluster = |l: &BTreeMap<String, String>| {
+            l.get(labels::CLUSTER_NAME).map(String::as_str) == Some(cluster)
+        };
+        let jobs = caches.jobs_where(ns, |j| of_cluster(j.labels()));
+        let cached = caches.leases.state_filter(|l| {
+            l.metadata.namespace.as_deref() == Some(ns) && of_cluster(l.labels())
+        });
+        leases.machines_operating = count_operating(
+            &jobs.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
+            &cached.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
+            now,
+        );
+    } else if lease(&cluster_lease_name(ns, cluster)).is_some_and(|l| holder_if_held(&l).is_some())
+    {
+        leases.cluster = ClusterLease::HeldByCluster;
+    }
+    leases
 }
 
 /// The lease kinds, re-exported for callers.

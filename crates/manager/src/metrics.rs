@@ -290,9 +290,23 @@ fn reconcile_histogram() -> Histogram {
     ])
 }
 
+/// Counts the active Jobs per (kind, operation) when the metrics are scraped.
+type JobsActiveCount = Box<dyn Fn() -> Vec<(String, String, i64)> + Send + Sync>;
+
+/// Where `captf_jobs_active` comes from at scrape time: the Job cache, once it runs.
+#[derive(Default)]
+struct JobsActiveSource(std::sync::OnceLock<JobsActiveCount>);
+
+impl std::fmt::Debug for JobsActiveSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobsActiveSource")
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     registry: Registry,
+    jobs_active_source: JobsActiveSource,
     jobs: Family<KindOpResultLabels, Counter>,
     job_duration: Histograms<KindOpResultLabels>,
     step_duration: Histograms<KindOpStepLabels>,
@@ -579,6 +593,7 @@ impl Metrics {
             queue: Family::new_with_constructor(queue_histogram),
             job_errors: Family::default(),
             jobs_active: Family::default(),
+            jobs_active_source: JobsActiveSource::default(),
             attempts: Family::new_with_constructor(attempts_histogram),
             resources_changed: Family::default(),
             drift_resources: Family::default(),
@@ -616,6 +631,12 @@ impl Metrics {
 
     /// The OpenMetrics text exposition of every metric.
     pub fn encode(&self) -> String {
+        if let Some(count) = self.inner.jobs_active_source.0.get() {
+            self.inner.jobs_active.clear();
+            for (kind, op, n) in count() {
+                self.set_jobs_active(&kind, &op, n);
+            }
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.inner.registry);
@@ -684,7 +705,16 @@ impl Metrics {
             .observe(secs);
     }
 
-    /// `n` Jobs of `kind` and `op` are running (counted from the cache): `captf_jobs_active`.
+    /// Counts `captf_jobs_active` with `count` at every scrape (from the Job cache), instead of
+    /// from what passes last saw. Set once; later calls are ignored.
+    pub fn count_jobs_active_with(
+        &self,
+        count: impl Fn() -> Vec<(String, String, i64)> + Send + Sync + 'static,
+    ) {
+        let _ = self.inner.jobs_active_source.0.set(Box::new(count));
+    }
+
+    /// `n` Jobs of `kind` and `op` are running: `captf_jobs_active`.
     pub fn set_jobs_active(&self, kind: &str, op: &str, n: i64) {
         self.inner
             .jobs_active
@@ -1158,6 +1188,27 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(","),
         )
+    }
+
+    /// `captf_jobs_active` is what the source counts at each scrape: a Job that finished since
+    /// the previous scrape is gone from the gauge without any pass running.
+    #[test]
+    fn jobs_active_is_counted_at_scrape_time() {
+        let m = Metrics::new();
+        let running = Arc::new(std::sync::atomic::AtomicI64::new(2));
+        let source = running.clone();
+        m.count_jobs_active_with(move || {
+            vec![(
+                "TerraformCluster".to_owned(),
+                "apply".to_owned(),
+                source.load(std::sync::atomic::Ordering::SeqCst),
+            )]
+        });
+        let line =
+            |n: i64| format!(r#"captf_jobs_active{{kind="TerraformCluster",op="apply"}} {n}"#);
+        assert!(m.encode().contains(&line(2)));
+        running.store(0, std::sync::atomic::Ordering::SeqCst);
+        assert!(m.encode().contains(&line(0)));
     }
 
     /// prometheus-client leaves a family without series out of the exposition, so each gets one

@@ -9,13 +9,12 @@
 //! read. An object without its finalizer stops right after the owner lookup: the decision is to
 //! add it.
 
-use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use api::cluster::TerraformCluster;
-use api::constants::{annotations, conditions as ctype, events, reasons};
+use api::constants::{annotations, conditions as ctype, reasons};
 use api::shared::{ApplyPolicy, JobPolicy};
-use api::status::{ActiveJob, SourceStatus};
+use api::status::SourceStatus;
 use contract::health::ConditionStatus;
 use contract::names::{ObjectKind, Operation, durable_inputs_secret_name};
 use contract::render::RenderedInputs;
@@ -54,8 +53,6 @@ pub struct Observation {
     pub durable: Durable,
     /// The newest active Job.
     pub active: Option<JobRecord>,
-    /// Active Jobs per operation (for `captf_jobs_active`).
-    pub active_counts: BTreeMap<&'static str, i64>,
     /// Whether the credentials step ran (owned, unpaused, finalizer present).
     pub credentials_checked: bool,
     /// The gates.
@@ -78,11 +75,48 @@ pub struct Observation {
     pub health_definite: bool,
     /// A deleting cluster's machines and pools.
     pub dependents: u32,
+    /// The leases, as the caches show them.
+    pub leases: Leases,
+    /// The object carries `cluster.x-k8s.io/managed-by`: nothing else was read.
+    pub externally_managed: bool,
+}
+
+impl Observation {
+    /// The observation of an externally managed object: that fact alone.
+    fn externally_managed() -> Self {
+        Self {
+            owner: Owner::none(),
+            cluster_name: String::new(),
+            finalizer: false,
+            defaults: None,
+            policy: JobPolicy::default(),
+            books: Books::default(),
+            durable: Durable::default(),
+            active: None,
+            credentials_checked: false,
+            gates: Gates::default(),
+            identity: None,
+            state: StateRead::None,
+            summary: None,
+            state_created: None,
+            current: None,
+            inputs: Inputs::NotBuilt,
+            health: HealthReading::Unknown,
+            health_definite: false,
+            dependents: 0,
+            leases: Leases::default(),
+            externally_managed: true,
+        }
+    }
 }
 
 /// Observes the object: the preamble, then (unless it stops there) the paused branch or the
 /// whole observation.
 pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
+    // Externally managed: nothing else is read, for every kind.
+    if p.target.externally_managed() {
+        return Ok(Observation::externally_managed());
+    }
     let owner = workload::owner(p.target, &p.ctx.caches);
     let cluster_name = owner
         .cluster
@@ -120,19 +154,8 @@ pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
         books: Books::default(),
         durable: Durable::observe(&p.ctx.client, &p.ctx.caches, &p.ns, &durable_name, &p.uid)
             .await?,
-        active: None,
-        active_counts: BTreeMap::new(),
-        credentials_checked: false,
-        gates: Gates::default(),
-        identity: None,
-        state: StateRead::None,
-        summary: None,
-        state_created: None,
-        current: None,
-        inputs: Inputs::NotBuilt,
-        health: HealthReading::Unknown,
-        health_definite: false,
-        dependents: 0,
+        externally_managed: false,
+        ..Observation::externally_managed()
     };
     if !o.finalizer {
         return Ok(o);
@@ -143,6 +166,14 @@ pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
     if o.owner.paused {
         return Ok(o);
     }
+    o.leases = crate::leases::observe(
+        &p.ctx.caches,
+        &p.ns,
+        p.kind,
+        &p.suffix,
+        &o.cluster_name,
+        p.now_ts,
+    );
     prune_history(p, &mut o).await?;
     credentials(p, &mut o).await?;
     if o.active.is_none() {
@@ -169,22 +200,18 @@ fn preamble_conditions(p: &mut Pass<'_>, owner: &Owner) {
         OwnerCheck::Gated { reason } => (Some(ConditionStatus::False), reason),
     };
     if let Some(status) = status {
-        p.conds
+        p.findings
             .set(ctype::DEPENDENCIES_READY, status, reason, &owner.message);
     }
     if p.target.deleting() {
-        if p.conds.status(ctype::DELETING) != Some("True") {
-            let note = format!("{} {} is being deleted", p.kind_name(), p.name);
-            p.outbox.normal(events::DELETION_STARTED, note);
-        }
-        p.conds.set(
+        p.findings.set(
             ctype::DELETING,
             ConditionStatus::True,
             reasons::DELETING,
             "The object is being deleted",
         );
     } else {
-        p.conds.set(
+        p.findings.set(
             ctype::DELETING,
             ConditionStatus::False,
             reasons::NOT_DELETING,
@@ -200,11 +227,11 @@ fn preamble_conditions(p: &mut Pass<'_>, owner: &Owner) {
     } else {
         (ConditionStatus::False, reasons::NOT_PAUSED, "Not paused")
     };
-    p.conds.set(ctype::PAUSED, status, reason, message);
+    p.findings.set(ctype::PAUSED, status, reason, message);
 }
 
-/// The newest active Job: `status.activeJob`, and a running drift or refresh on
-/// `DriftJobSucceeded`.
+/// The newest active Job (Report writes it to `status.activeJob`), and a running drift or
+/// refresh on `DriftJobSucceeded`.
 fn active_job(p: &mut Pass<'_>, o: &mut Observation) {
     if workload::apply_policy(p.target) == ApplyPolicy::Automatic
         && let StatusDraft::Cluster(cs) = &mut p.draft
@@ -218,27 +245,15 @@ fn active_job(p: &mut Pass<'_>, o: &mut Observation) {
         .filter(|r| r.is_active())
         .max_by_key(|r| r.created)
         .cloned();
-    match &o.active {
-        Some(a) => {
-            p.draft.workload_mut().active_job = Some(ActiveJob {
-                name: a.name.clone(),
-                operation: a.operation,
-                attempt: a.attempt as i32,
-                start_time: a.started.and_then(to_time),
-            });
-            if matches!(a.operation, Operation::Drift | Operation::Refresh) {
-                p.conds.set(
-                    ctype::DRIFT_JOB_SUCCEEDED,
-                    ConditionStatus::Unknown,
-                    reasons::DRIFT_JOB_RUNNING,
-                    &format!("Job {} is running", a.name),
-                );
-            }
-        }
-        None => p.draft.workload_mut().active_job = None,
-    }
-    for r in o.books.records.iter().filter(|r| r.is_active()) {
-        *o.active_counts.entry(r.operation.as_str()).or_default() += 1;
+    if let Some(a) = &o.active
+        && matches!(a.operation, Operation::Drift | Operation::Refresh)
+    {
+        p.findings.set(
+            ctype::DRIFT_JOB_SUCCEEDED,
+            ConditionStatus::Unknown,
+            reasons::DRIFT_JOB_RUNNING,
+            &format!("Job {} is running", a.name),
+        );
     }
 }
 
@@ -295,7 +310,7 @@ async fn credentials(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error>
         &p.ns,
         wanted,
         &p.target.owner_reference(false),
-        &mut p.conds,
+        &mut p.findings,
         // Mirror writes are announced whether or not the status write lands.
         &mut p.announced,
         &p.ctx.metrics,
@@ -306,7 +321,8 @@ async fn credentials(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error>
         identity::IdentityOutcome::Blocked(gate) => o.gates.credentials = Some(gate),
     }
     let sa = o.policy.service_account_name_or_default().to_owned();
-    let rbac = runner_rbac::ensure(&p.ctx.client, &p.ctx.caches, &p.ns, &sa, &mut p.conds).await?;
+    let rbac =
+        runner_rbac::ensure(&p.ctx.client, &p.ctx.caches, &p.ns, &sa, &mut p.findings).await?;
     if let Some(gate) = rbac
         && o.gates.credentials.is_none()
     {
@@ -326,7 +342,7 @@ async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> 
                 p.draft.provisioned() && p.kind == ObjectKind::Machine && s.inputs_hash.is_none();
             if lost {
                 o.state = StateRead::Lost;
-                p.conds.set(
+                p.findings.set(
                     ctype::STATE_READABLE,
                     ConditionStatus::False,
                     reasons::STATE_LOST,
@@ -337,7 +353,7 @@ async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> 
                     serial: s.serial,
                     inputs_hash: s.inputs_hash.clone(),
                 };
-                p.conds.set(
+                p.findings.set(
                     ctype::STATE_READABLE,
                     ConditionStatus::True,
                     reasons::STATE_READ,
@@ -354,12 +370,12 @@ async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> 
         StateReading::NotFound => state_not_found(p, o),
         StateReading::Unreadable(e) => {
             let reason = e.reason();
-            if p.conds.reason(ctype::STATE_READABLE) != Some(reason) {
+            if p.findings.reason(ctype::STATE_READABLE) != Some(reason) {
                 p.ctx
                     .metrics
                     .state_read_error(kind_name, metric_reason(reason));
             }
-            p.conds.set(
+            p.findings.set(
                 ctype::STATE_READABLE,
                 ConditionStatus::False,
                 reason,
@@ -382,17 +398,17 @@ fn state_not_found(p: &mut Pass<'_>, o: &mut Observation) {
             .any(|r| r.operation == Operation::Destroy && r.outcome == Some(JobOutcome::Succeeded));
     if p.draft.provisioned() && !destroyed {
         o.state = StateRead::Lost;
-        if p.conds.reason(ctype::STATE_READABLE) != Some(reasons::STATE_LOST) {
+        if p.findings.reason(ctype::STATE_READABLE) != Some(reasons::STATE_LOST) {
             p.ctx.metrics.state_read_error(p.kind_name(), "lost");
         }
-        p.conds.set(
+        p.findings.set(
             ctype::STATE_READABLE,
             ConditionStatus::False,
             reasons::STATE_LOST,
             "The provisioned object's state Secret is gone",
         );
     } else {
-        p.conds.set(
+        p.findings.set(
             ctype::STATE_READABLE,
             ConditionStatus::Unknown,
             reasons::STATE_NOT_FOUND,
@@ -418,7 +434,7 @@ async fn current_inputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Err
     let owner_ok = matches!(o.owner.check, OwnerCheck::Ok);
     let immutable_done = !workload::mutable(p.kind) && p.draft.provisioned();
     if owner_ok && immutable_done {
-        p.conds.set(
+        p.findings.set(
             ctype::DEPENDENCIES_READY,
             ConditionStatus::True,
             reasons::DEPENDENCIES_READY,
@@ -438,7 +454,7 @@ async fn current_inputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Err
             o.inputs = Inputs::Built {
                 hash: r.inputs_hash.clone(),
             };
-            p.conds.set(
+            p.findings.set(
                 ctype::DEPENDENCIES_READY,
                 ConditionStatus::True,
                 reasons::DEPENDENCIES_READY,
@@ -456,7 +472,7 @@ fn not_built(p: &mut Pass<'_>, o: &mut Observation, nb: &NotBuilt) {
         p.ctx
             .metrics
             .set_inputs_bytes(p.kind_name(), &p.ns, &p.name, size as i64);
-        p.conds.set(
+        p.findings.set(
             ctype::APPLY_JOB_SUCCEEDED,
             ConditionStatus::False,
             reasons::INPUTS_TOO_LARGE,
@@ -472,7 +488,7 @@ fn not_built(p: &mut Pass<'_>, o: &mut Observation, nb: &NotBuilt) {
     } else {
         ConditionStatus::False
     };
-    p.conds
+    p.findings
         .set(ctype::DEPENDENCIES_READY, status, nb.reason, &nb.message);
     o.gates.dependencies = Some(decide::GateBlock {
         condition: ctype::DEPENDENCIES_READY,
@@ -485,7 +501,7 @@ fn not_built(p: &mut Pass<'_>, o: &mut Observation, nb: &NotBuilt) {
 async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
     let Some(s) = &o.summary else {
         if !p.draft.provisioned() && o.active.is_none() {
-            p.conds.set_if_missing(
+            p.findings.set_if_missing(
                 ctype::OUTPUTS_VALID,
                 ConditionStatus::Unknown,
                 reasons::OUTPUTS_PENDING,
@@ -503,7 +519,7 @@ async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Erro
         o.durable.kept_variables(),
         applied,
         &mut p.draft,
-        &mut p.conds,
+        &mut p.findings,
         &mut p.outbox,
     );
     if let Some(patch) = &out.spec_patch {
@@ -542,7 +558,7 @@ fn source_status(p: &mut Pass<'_>, o: &Observation) {
         runtime_version: o
             .summary
             .as_ref()
-            .map(|s| s.runtime_version.clone())
+            .map(|s| contract::result::cap(&s.runtime_version, 64))
             .filter(|v| !v.is_empty()),
     };
     p.draft.workload_mut().source = Some(source);
@@ -550,7 +566,7 @@ fn source_status(p: &mut Pass<'_>, o: &Observation) {
 
 /// The conditions every object reports before its first apply, drift check or state.
 fn default_conditions(p: &mut Pass<'_>, credentials_checked: bool) {
-    let c = &mut p.conds;
+    let c = &mut p.findings;
     c.set_if_missing(
         ctype::APPLY_JOB_SUCCEEDED,
         ConditionStatus::Unknown,
@@ -575,7 +591,7 @@ fn default_conditions(p: &mut Pass<'_>, credentials_checked: bool) {
         reasons::STATE_NOT_FOUND,
         "No state yet",
     );
-    if !p.draft.provisioned() && c.get(ctype::INFRASTRUCTURE_HEALTHY).is_none() {
+    if !p.draft.provisioned() && c.status(ctype::INFRASTRUCTURE_HEALTHY).is_none() {
         c.set(
             ctype::INFRASTRUCTURE_HEALTHY,
             ConditionStatus::Unknown,
@@ -612,7 +628,7 @@ async fn dependents(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> 
     match blocked {
         Some((machines, pools)) if machines + pools > 0 => {
             o.dependents = machines + pools;
-            p.conds.set(
+            p.findings.set(
                 ctype::DELETION_BLOCKED,
                 ConditionStatus::True,
                 reasons::DEPENDENTS_EXIST,
@@ -622,7 +638,7 @@ async fn dependents(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> 
                 ),
             );
         }
-        _ => p.conds.set(
+        _ => p.findings.set(
             ctype::DELETION_BLOCKED,
             ConditionStatus::False,
             reasons::NOT_BLOCKED,
@@ -639,8 +655,6 @@ pub fn config(p: &Pass<'_>, o: &Observation) -> Config {
         drift_default_interval: p.ctx.settings.drift_default_interval,
         failed_jobs_history_limit: failed,
         successful_jobs_history_limit: successful,
-        membership_interval: Duration::from_secs(60),
-        health_check_interval: None,
         cluster_operation_gate: p.ctx.settings.cluster_operation_gate,
     }
 }
@@ -669,11 +683,12 @@ pub fn observed(p: &Pass<'_>, o: &Observation) -> Observed {
     };
     Observed {
         kind: p.kind,
+        name: p.name.clone(),
         uid: p.uid.clone(),
         mutable: workload::mutable(p.kind),
         provisioned: p.draft.provisioned(),
         names_cluster: !o.cluster_name.is_empty(),
-        externally_managed: false,
+        externally_managed: o.externally_managed,
         deleting: p.target.deleting(),
         finalizer: o.finalizer,
         paused: o.owner.paused,
@@ -683,20 +698,18 @@ pub fn observed(p: &Pass<'_>, o: &Observation) -> Observed {
         state: o.state.clone(),
         inputs: o.inputs.clone(),
         durable_inputs: o.durable.exists(),
-        restore: None,
         drift: Drift {
             interval: workload::drift_interval(p.target, o.defaults.as_ref()),
             action: workload::drift_action(p.target),
-            found: p.conds.status(ctype::DRIFT_DETECTED) == Some("True"),
+            found: p.findings.status(ctype::DRIFT_DETECTED) == Some("True"),
             remediation_failures: remediation_failures(records, last.drift_check),
         },
         health: o.health,
         pending_refreshes: w.pending_refreshes.unwrap_or(0).max(0) as u32,
         last,
         approvals: approvals(p),
-        leases: Leases::default(),
+        leases: o.leases.clone(),
         dependents: o.dependents,
-        pool: None,
         now: p.now,
     }
 }

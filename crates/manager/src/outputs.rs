@@ -16,7 +16,7 @@ use contract::outputs::{
 use contract::state::StateSummary;
 use serde_json::Value;
 
-use crate::conditions::Conditions;
+use crate::conditions::Findings;
 use crate::context::{Context, StatusDraft, Target};
 use crate::decide::HealthReading;
 use crate::events::Outbox;
@@ -34,7 +34,7 @@ pub struct Applied {
     pub spec_patch: Option<serde_json::Value>,
 }
 
-fn set_verdict(conds: &mut Conditions, verdict: &OutputsVerdict, ctx: &Context, kind: &str) {
+fn set_verdict(conds: &mut Findings, verdict: &OutputsVerdict, ctx: &Context, kind: &str) {
     let status = verdict.status();
     let reason = verdict.reason();
     if status == ConditionStatus::False
@@ -59,7 +59,7 @@ fn latch(draft: &mut StatusDraft, now_provisioned: bool, outbox: &mut Outbox, ki
     }
 }
 
-fn set_health(conds: &mut Conditions, h: &HealthCondition) {
+fn set_health(conds: &mut Findings, h: &HealthCondition) {
     conds.set(
         ctype::INFRASTRUCTURE_HEALTHY,
         h.status,
@@ -79,7 +79,7 @@ pub fn apply(
     durable_tfvars: &Value,
     applied: bool,
     draft: &mut StatusDraft,
-    conds: &mut Conditions,
+    conds: &mut Findings,
     outbox: &mut Outbox,
 ) -> Applied {
     match target {
@@ -118,7 +118,7 @@ fn cluster(
     durable_tfvars: &Value,
     applied: bool,
     draft: &mut StatusDraft,
-    conds: &mut Conditions,
+    conds: &mut Findings,
     outbox: &mut Outbox,
 ) -> Applied {
     let decoded = decode_cluster_outputs(&summary.outputs);
@@ -263,7 +263,7 @@ fn machine(
     durable_tfvars: &Value,
     applied: bool,
     draft: &mut StatusDraft,
-    conds: &mut Conditions,
+    conds: &mut Findings,
     outbox: &mut Outbox,
 ) -> Applied {
     let requested = durable_tfvars.get("failure_domain").and_then(Value::as_str);

@@ -20,7 +20,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use tracing::{debug, warn};
 
-use crate::conditions::Conditions;
+use crate::conditions::Findings;
 use crate::context::{Context, StatusDraft, Target};
 use crate::decide;
 use crate::events::Outbox;
@@ -64,8 +64,8 @@ pub struct Pass<'a> {
     pub draft: StatusDraft,
     /// The status the pass started from, as JSON.
     pub before: serde_json::Value,
-    /// The conditions being built.
-    pub conds: Conditions,
+    /// What Observe and Act found about the conditions, for Report.
+    pub findings: Findings,
     /// The events to publish with the status (bookkeeping, transitions): dropped when the status
     /// write does not land, since the next pass reports them again.
     pub outbox: Outbox,
@@ -85,11 +85,7 @@ impl<'a> Pass<'a> {
         let now_ts = Timestamp::now();
         let draft = target.status();
         let before = draft.to_value();
-        let conds = Conditions::new(
-            draft.workload().conditions.clone(),
-            target.meta().generation,
-            Time(now_ts),
-        );
+        let findings = Findings::new(draft.workload().conditions.clone());
         Self {
             ctx,
             target,
@@ -102,7 +98,7 @@ impl<'a> Pass<'a> {
             now_ts,
             draft,
             before,
-            conds,
+            findings,
             outbox: Outbox::default(),
             announced: Outbox::default(),
             rv: target.meta().resource_version.clone(),
@@ -166,17 +162,29 @@ pub async fn reconcile(target: Target, ctx: &Context) -> Result<Action, Error> {
 }
 
 async fn pass(target: &Target, ctx: &Context) -> Result<Action, Error> {
-    // 1. Externally managed: nothing at all, for every kind.
-    if target.externally_managed() {
-        return Ok(Action::await_change());
-    }
     let mut p = Pass::new(ctx, target);
     let mut o: Observation = Box::pin(observe::observe(&mut p)).await?;
     let observed = observe::observed(&p, &o);
     let config = observe::config(&p, &o);
     let decision = decide::decide(&observed, &config);
     debug!(kind = p.kind_name(), namespace = %p.ns, name = %p.name, ?decision, "decided");
+    // Externally managed: decide does nothing, and nothing is written, for every kind.
+    if observed.externally_managed {
+        return Ok(Action::await_change());
+    }
     let acted = Box::pin(act::act(&mut p, &mut o, decision)).await?;
-    report::report(&mut p, &o, &acted);
-    Box::pin(act::finish(p, o, acted)).await
+    let facts = report::Facts {
+        status: &p.draft,
+        findings: &p.findings,
+        generation: p.target.meta().generation,
+        now: Time(p.now_ts),
+        ready_inputs: crate::workload::ready_inputs(p.target, observed.provisioned),
+        active: o.active.as_ref(),
+    };
+    let reported = report::report(&observed, &acted, &facts);
+    report::gauges(&p, &reported.status);
+    if let Some(metric) = reported.lease_wait {
+        ctx.metrics.lease_wait(p.kind_name(), metric);
+    }
+    Box::pin(act::finish(p, o, acted, reported)).await
 }

@@ -1,48 +1,173 @@
-//! The Report step of a pass (spec: The Reconcile Lifecycle "One pass, one status patch";
-//! INTERFACE-FACTS §1 "Ready summarization", §2 events; ENGINEERING.md §4 "Report"): the
-//! conditions a wait reports, `Ready` summarised from the kind's inputs, the gauges, and the one
-//! status write. The conditions keep their `lastTransitionTime` when their status did not change,
-//! and only the net transitions of the pass become events (see [`crate::conditions`]).
+//! The Report step of a pass (spec: The Reconcile Lifecycle "One pass, one status patch",
+//! "Provisioned and Ready"; INTERFACE-FACTS §1 "Ready summarization", §2 events; ENGINEERING.md
+//! §4 "Report"): a pure function from what the pass observed, what it decided and what Act did
+//! to the whole new status, conditions included, and the events of its net transitions. The
+//! conditions keep their `lastTransitionTime` when their status did not change, and a condition
+//! that went True, False and True again inside the pass is no transition and announces nothing
+//! (see [`crate::conditions`]). Observe and Act record findings; only Report turns them into
+//! conditions. The status fields read from a finished Job or the state (`lastRun`, `plan`,
+//! `source`, the outputs, ...) come in as Observe recorded them, in [`Facts::status`]. The one
+//! status write follows ([`write_status`]).
 
 use api::constants::{annotations, conditions as ctype, events, reasons};
+use api::status::ActiveJob;
 use contract::health::ConditionStatus;
 use contract::names::Operation;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::conditions::Conditions;
-use crate::decide::{self, Decision, WaitReason};
+use crate::act::Acted;
+use crate::conditions::{Conditions, Findings, Transition};
+use crate::context::StatusDraft;
+use crate::decide::{self, Decision, JobRecord, Observed, WaitReason};
+use crate::events::Outbox;
 use crate::kubeutil::is_conflict;
-use crate::observe::Observation;
 use crate::reconcile::{Error, Pass};
-use crate::workload;
 
-/// `Ready` and the gauges, from what the pass observed and did.
-pub fn report(p: &mut Pass<'_>, o: &Observation, _acted: &crate::act::Acted) {
-    let provisioned = p.draft.provisioned();
-    let inputs = workload::ready_inputs(p.target, provisioned);
-    ready(&mut p.conds, inputs, provisioned, p.target.deleting());
-    let kind = p.kind_name();
-    let m = &p.ctx.metrics;
+/// What Report reads besides `Observed` and what Act did.
+#[derive(Debug)]
+pub struct Facts<'a> {
+    /// The status fields the pass observed (outputs, the last run, the state serial, ...), over
+    /// the status the object had; its conditions are the ones the pass started from.
+    pub status: &'a StatusDraft,
+    /// What Observe and Act found, in order.
+    pub findings: &'a Findings,
+    /// The object's generation.
+    pub generation: Option<i64>,
+    /// The time of the pass, as the API writes it.
+    pub now: Time,
+    /// The conditions `Ready` summarises in this phase (the kind's, [`crate::workload`]).
+    pub ready_inputs: &'a [&'a str],
+    /// The newest active Job the pass observed.
+    pub active: Option<&'a JobRecord>,
+}
+
+/// The new status and what to announce once it is written.
+#[derive(Debug)]
+pub struct Reported {
+    /// The whole new status.
+    pub status: StatusDraft,
+    /// The net transitions of the conditions.
+    pub transitions: Vec<Transition>,
+    /// The events of the net transitions and of the waits that began in this pass.
+    pub events: Outbox,
+    /// A lease wait that began in this pass, for `captf_lease_waits_total`.
+    pub lease_wait: Option<&'static str>,
+}
+
+/// The Report step: the whole new status from what the pass observed, decided and did.
+pub fn report(observed: &Observed, acted: &Acted, facts: &Facts<'_>) -> Reported {
+    let mut conds = Conditions::new(
+        Some(facts.findings.before().to_vec()),
+        facts.generation,
+        facts.now.clone(),
+    );
+    facts.findings.apply_to(&mut conds);
+    let mut events = Outbox::default();
+    let mut lease_wait = None;
+    if let Decision::Wait { reason, .. } = &acted.decision {
+        lease_wait = wait(&mut conds, &mut events, reason, observed.deleting);
+    }
+    let mut status = facts.status.clone();
+    let active_job = match (&acted.started, facts.active) {
+        (Some((start, job)), _) => {
+            started(&mut conds, start, job, observed.provisioned);
+            Some(ActiveJob {
+                name: job.clone(),
+                operation: start.operation,
+                attempt: start.attempt as i32,
+                start_time: Some(facts.now.clone()),
+            })
+        }
+        (None, Some(a)) => Some(ActiveJob {
+            name: a.name.clone(),
+            operation: a.operation,
+            attempt: a.attempt as i32,
+            start_time: a.started.and_then(crate::observe::to_time),
+        }),
+        (None, None) => None,
+    };
+    ready(
+        &mut conds,
+        facts.ready_inputs,
+        observed.provisioned,
+        observed.deleting,
+    );
+    let transitions = conds.transitions();
+    if transitions
+        .iter()
+        .any(|t| t.type_ == ctype::DELETING && t.status == "True")
+    {
+        events.normal(
+            events::DELETION_STARTED,
+            format!(
+                "{} {} is being deleted",
+                observed.kind.kind(),
+                observed.name
+            ),
+        );
+    }
+    events.for_transitions(&transitions);
+    let w = status.workload_mut();
+    w.active_job = active_job;
+    w.observed_generation = facts.generation;
+    w.conditions = Some(conds.into_list());
+    Reported {
+        status,
+        transitions,
+        events,
+        lease_wait,
+    }
+}
+
+/// A Job just started: `Provisioning` while the first apply runs, `DriftRemediating` while a
+/// remediation apply runs.
+fn started(conds: &mut Conditions, start: &decide::StartJob, job: &str, provisioned: bool) {
+    if start.operation == Operation::Apply && !provisioned {
+        conds.set(
+            ctype::INFRASTRUCTURE_HEALTHY,
+            ConditionStatus::False,
+            reasons::PROVISIONING,
+            "The first apply is running",
+        );
+    }
+    if start.drift_remediation() {
+        conds.set(
+            ctype::DRIFT_DETECTED,
+            ConditionStatus::True,
+            reasons::DRIFT_REMEDIATING,
+            &format!("Remediation apply {job} is running"),
+        );
+    }
+}
+
+/// The gauges of the status a pass reported.
+pub fn gauges(p: &Pass<'_>, status: &StatusDraft) {
+    let conds = status.workload().conditions.as_deref().unwrap_or_default();
+    let of = |t: &str| {
+        conds
+            .iter()
+            .find(|c| c.type_ == t)
+            .map(|c| c.status.as_str())
+    };
     let gauge = |s: Option<&str>| match s {
         Some("True") => 1,
         Some("False") => 0,
         _ => -1,
     };
-    m.set_ready(kind, &p.ns, &p.name, gauge(p.conds.status(ctype::READY)));
+    let (kind, m) = (p.kind_name(), &p.ctx.metrics);
+    m.set_ready(kind, &p.ns, &p.name, gauge(of(ctype::READY)));
     m.set_infrastructure_healthy(
         kind,
         &p.ns,
         &p.name,
-        gauge(p.conds.status(ctype::INFRASTRUCTURE_HEALTHY)),
+        gauge(of(ctype::INFRASTRUCTURE_HEALTHY)),
     );
     m.set_drift_detected(
         kind,
         &p.ns,
         &p.name,
-        i64::from(p.conds.status(ctype::DRIFT_DETECTED) == Some("True")),
+        i64::from(of(ctype::DRIFT_DETECTED) == Some("True")),
     );
-    for (op, n) in &o.active_counts {
-        m.set_jobs_active(kind, op, *n);
-    }
 }
 
 /// `Ready`: the summary of `inputs`; False/Deleting while deleting; False/Provisioning while the
@@ -74,26 +199,13 @@ pub fn ready(conds: &mut Conditions, inputs: &[&str], provisioned: bool, deletin
 }
 
 /// The one status write of the pass: a merge patch from the status the pass started from to the
-/// one it built, carrying the object's resourceVersion; once it landed, the events of the net
+/// one Report built, carrying the object's resourceVersion; once it landed, the events of the net
 /// transitions are queued. `false` when the object changed meanwhile (or is gone): nothing was
 /// written.
-pub async fn write_status(p: &mut Pass<'_>) -> Result<bool, Error> {
-    let transitions = p.conds.transitions();
-    let generation = p.target.meta().generation;
-    let conds = std::mem::replace(
-        &mut p.conds,
-        Conditions::new(
-            None,
-            generation,
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(p.now_ts),
-        ),
-    );
-    let w = p.draft.workload_mut();
-    w.observed_generation = generation;
-    w.conditions = Some(conds.into_list());
-    let after = p.draft.to_value();
+pub async fn write_status(p: &mut Pass<'_>, reported: Reported) -> Result<bool, Error> {
+    let after = reported.status.to_value();
     let Some(patch) = crate::patch::merge_patch(&p.before, &after) else {
-        p.outbox.for_transitions(&transitions);
+        p.outbox.extend(reported.events);
         return Ok(true);
     };
     let body = serde_json::json!({
@@ -103,7 +215,7 @@ pub async fn write_status(p: &mut Pass<'_>) -> Result<bool, Error> {
     match p.target.merge_patch(&p.ctx.client, &body, true).await {
         Ok(Some(rv)) => {
             p.rv = Some(rv);
-            p.outbox.for_transitions(&transitions);
+            p.outbox.extend(reported.events);
             Ok(true)
         }
         Ok(None) => Ok(false),
@@ -118,7 +230,6 @@ pub fn decision_reason(d: &Decision) -> &'static str {
     match d {
         Decision::AddFinalizer => "finalizer",
         Decision::StartJob(s) => match s.reason {
-            StartReason::Restore => "restore",
             StartReason::Destroy => "deleting",
             StartReason::Apply(a) | StartReason::Plan(a) => match a {
                 ApplyReason::FirstApply => "first_apply",
@@ -147,62 +258,77 @@ fn condition_for(op: Operation) -> &'static str {
 }
 
 /// A lease wait: the operation's condition goes Unknown with `reason`; the event and the metric
-/// only when it was not waiting for that already.
+/// (returned) only when it was not waiting for that already.
 fn lease_wait(
-    p: &mut Pass<'_>,
+    conds: &mut Conditions,
+    out: &mut Outbox,
     op: Operation,
-    reason: &'static str,
-    event: &'static str,
-    metric: &str,
+    (reason, event, metric): (&'static str, &'static str, &'static str),
     message: &str,
-) {
+) -> Option<&'static str> {
     let condition = condition_for(op);
-    if p.conds.reason(condition) != Some(reason) {
-        p.ctx.metrics.lease_wait(p.kind_name(), metric);
-        p.outbox.normal(event, message.to_owned());
+    let began = conds.reason(condition) != Some(reason);
+    if began {
+        out.normal(event, message.to_owned());
     }
-    p.conds
-        .set(condition, ConditionStatus::Unknown, reason, message);
+    conds.set(condition, ConditionStatus::Unknown, reason, message);
+    began.then_some(metric)
 }
 
-/// Sets the conditions a wait reports, and counts lease waits.
-pub fn wait(p: &mut Pass<'_>, reason: &WaitReason) {
-    let deleting = p.target.deleting();
+/// The conditions a wait reports; the lease wait that began, if one did.
+pub fn wait(
+    conds: &mut Conditions,
+    out: &mut Outbox,
+    reason: &WaitReason,
+    deleting: bool,
+) -> Option<&'static str> {
     match reason {
         WaitReason::RunLease { operation, job } => lease_wait(
-            p,
+            conds,
+            out,
             *operation,
-            reasons::WAITING_FOR_RUN_LEASE,
-            events::WAITING_FOR_RUN_LEASE,
-            "run_lease",
+            (
+                reasons::WAITING_FOR_RUN_LEASE,
+                events::WAITING_FOR_RUN_LEASE,
+                "run_lease",
+            ),
             &format!(
                 "The {} waits for Job {job}, which holds the run lease",
                 operation.as_str()
             ),
         ),
         WaitReason::ClusterOperation { operation } => lease_wait(
-            p,
+            conds,
+            out,
             *operation,
-            reasons::WAITING_FOR_CLUSTER_OPERATION,
-            events::WAITING_FOR_CLUSTER_OPERATION,
-            "cluster_operation",
+            (
+                reasons::WAITING_FOR_CLUSTER_OPERATION,
+                events::WAITING_FOR_CLUSTER_OPERATION,
+                "cluster_operation",
+            ),
             &format!(
                 "The {} waits for the cluster's own operation",
                 operation.as_str()
             ),
         ),
-        WaitReason::MachineOperations { operation } => lease_wait(
-            p,
+        WaitReason::MachineOperations { operation, .. } => lease_wait(
+            conds,
+            out,
             *operation,
-            reasons::WAITING_FOR_MACHINE_OPERATIONS,
-            events::WAITING_FOR_MACHINE_OPERATIONS,
-            "machine_operations",
+            (
+                reasons::WAITING_FOR_MACHINE_OPERATIONS,
+                events::WAITING_FOR_MACHINE_OPERATIONS,
+                "machine_operations",
+            ),
             &format!(
                 "The {} waits for the cluster's machine operations",
                 operation.as_str()
             ),
         ),
-        other => wait_conditions(&mut p.conds, other, deleting),
+        other => {
+            wait_conditions(conds, other, deleting);
+            None
+        }
     }
 }
 
@@ -253,7 +379,321 @@ pub fn wait_conditions(conds: &mut Conditions, reason: &WaitReason, deleting: bo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use std::time::{Duration, SystemTime};
+
+    use api::cluster::TerraformClusterStatus;
+    use api::shared::{ApplyPolicy, DriftAction};
+    use contract::names::ObjectKind;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+    use crate::decide::{
+        Approvals, Drift, Gates, HealthReading, Inputs, LastTimes, Leases, OwnerCheck, StartJob,
+        StartReason, StateRead,
+    };
+
+    fn at(secs: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
+    }
+
+    /// A provisioned TerraformCluster's observation.
+    fn observed() -> Observed {
+        Observed {
+            kind: ObjectKind::Cluster,
+            name: "c".into(),
+            uid: "uid".into(),
+            mutable: true,
+            provisioned: true,
+            names_cluster: true,
+            externally_managed: false,
+            deleting: false,
+            finalizer: true,
+            paused: false,
+            owner: OwnerCheck::Ok,
+            gates: Gates::default(),
+            jobs: Vec::new(),
+            state: StateRead::None,
+            inputs: Inputs::NotBuilt,
+            durable_inputs: true,
+            drift: Drift {
+                interval: None,
+                action: DriftAction::Report,
+                found: false,
+                remediation_failures: 0,
+            },
+            health: HealthReading::Definite,
+            pending_refreshes: 0,
+            last: LastTimes::default(),
+            approvals: Approvals {
+                policy: ApplyPolicy::Automatic,
+                plan: None,
+                approved_plan_hash: None,
+                approved_destructive_hash: None,
+            },
+            leases: Leases::default(),
+            dependents: 0,
+            now: SystemTime::UNIX_EPOCH + Duration::from_secs(2_000),
+        }
+    }
+
+    fn condition(type_: &str, status: &str, reason: &str, since: i64) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            last_transition_time: at(since),
+            observed_generation: Some(1),
+        }
+    }
+
+    fn acted(decision: Decision) -> Acted {
+        Acted {
+            decision,
+            started: None,
+            requeue: None,
+            stop_after_patch: false,
+        }
+    }
+
+    fn nothing() -> Acted {
+        acted(Decision::Nothing {
+            requeue_after: None,
+        })
+    }
+
+    /// Report over `before` (the conditions the object had) and `findings` built by `find`.
+    fn run(
+        o: &Observed,
+        a: &Acted,
+        before: Vec<Condition>,
+        find: impl FnOnce(&mut Findings),
+    ) -> Reported {
+        let mut status = TerraformClusterStatus::default();
+        status.workload.conditions = Some(before.clone());
+        let status = StatusDraft::Cluster(status);
+        let mut findings = Findings::new(Some(before));
+        find(&mut findings);
+        let inputs = if o.provisioned {
+            ctype::READY_INPUTS_PROVISIONED
+        } else {
+            ctype::READY_INPUTS_BEFORE_PROVISIONED
+        };
+        report(
+            o,
+            a,
+            &Facts {
+                status: &status,
+                findings: &findings,
+                generation: Some(2),
+                now: at(2_000),
+                ready_inputs: inputs,
+                active: None,
+            },
+        )
+    }
+
+    fn get<'a>(r: &'a Reported, type_: &str) -> &'a Condition {
+        r.status
+            .workload()
+            .conditions
+            .as_ref()
+            .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
+            .unwrap_or_else(|| panic!("no {type_}"))
+    }
+
+    fn healthy() -> Vec<Condition> {
+        vec![
+            condition(
+                ctype::INFRASTRUCTURE_HEALTHY,
+                "True",
+                "InstanceHealthy",
+                100,
+            ),
+            condition(ctype::DELETING, "False", reasons::NOT_DELETING, 100),
+            condition(ctype::READY, "True", reasons::READY, 100),
+        ]
+    }
+
+    /// A condition whose status did not change keeps its `lastTransitionTime`, even when its
+    /// reason or message did; one whose status changed takes the pass's time.
+    #[test]
+    fn a_condition_keeps_its_transition_time_unless_its_status_changed() {
+        let before = vec![condition(ctype::STATE_READABLE, "True", "StateRead", 100)];
+        let r = run(&observed(), &nothing(), before.clone(), |f| {
+            f.set(
+                ctype::STATE_READABLE,
+                ConditionStatus::True,
+                "StateRead",
+                "serial 9",
+            );
+        });
+        assert_eq!(get(&r, ctype::STATE_READABLE).last_transition_time, at(100));
+        let r = run(&observed(), &nothing(), before, |f| {
+            f.set(
+                ctype::STATE_READABLE,
+                ConditionStatus::False,
+                reasons::STATE_LOST,
+                "",
+            );
+        });
+        assert_eq!(
+            get(&r, ctype::STATE_READABLE).last_transition_time,
+            at(2_000)
+        );
+        assert_eq!(get(&r, ctype::STATE_READABLE).observed_generation, Some(2));
+    }
+
+    /// Only net transitions count: a condition found True, then False, then True again inside
+    /// one pass is no transition and announces nothing.
+    #[test]
+    fn a_condition_that_flips_and_flips_back_in_one_pass_announces_nothing() {
+        let r = run(&observed(), &nothing(), healthy(), |f| {
+            for status in [ConditionStatus::False, ConditionStatus::True] {
+                f.set(ctype::INFRASTRUCTURE_HEALTHY, status, "InstanceHealthy", "");
+            }
+        });
+        assert!(r.transitions.is_empty(), "{:?}", r.transitions);
+        assert!(r.events.events().is_empty(), "{:?}", r.events.events());
+        assert_eq!(
+            get(&r, ctype::INFRASTRUCTURE_HEALTHY).last_transition_time,
+            at(100)
+        );
+    }
+
+    /// A transition is announced once, with the event its condition documents.
+    #[test]
+    fn a_net_transition_is_announced() {
+        let r = run(&observed(), &nothing(), healthy(), |f| {
+            f.set(
+                ctype::INFRASTRUCTURE_HEALTHY,
+                ConditionStatus::False,
+                reasons::INSTANCE_UNHEALTHY,
+                "",
+            );
+        });
+        let reasons_: Vec<&str> = r.events.events().iter().map(|e| e.reason).collect();
+        assert_eq!(reasons_, [events::INSTANCE_UNHEALTHY]);
+        assert_eq!(get(&r, ctype::READY).status, "False");
+    }
+
+    /// `DeletionStarted` is announced when `Deleting` turns True, not at every pass after.
+    #[test]
+    fn deletion_started_is_announced_when_deleting_turns_true() {
+        let o = Observed {
+            deleting: true,
+            ..observed()
+        };
+        let deleting = |f: &mut Findings| {
+            f.set(
+                ctype::DELETING,
+                ConditionStatus::True,
+                reasons::DELETING,
+                "",
+            );
+        };
+        let r = run(&o, &nothing(), healthy(), deleting);
+        assert!(
+            r.events
+                .events()
+                .iter()
+                .any(|e| e.reason == events::DELETION_STARTED)
+        );
+        let mut before = healthy();
+        before[1] = condition(ctype::DELETING, "True", reasons::DELETING, 100);
+        let r = run(&o, &nothing(), before, deleting);
+        assert!(
+            !r.events
+                .events()
+                .iter()
+                .any(|e| e.reason == events::DELETION_STARTED)
+        );
+        assert_eq!(get(&r, ctype::READY).reason, reasons::DELETING);
+    }
+
+    /// A lease wait reports `Unknown` with its reason on the operation's condition; the event and
+    /// the metric only when the wait begins, not at each recheck.
+    #[test]
+    fn a_lease_wait_is_announced_when_it_begins() {
+        let wait = acted(Decision::Wait {
+            reason: WaitReason::RunLease {
+                operation: Operation::Apply,
+                job: "captf-c-c-apply-a2-000000".into(),
+            },
+            requeue_after: None,
+        });
+        let r = run(&observed(), &wait, healthy(), |_| {});
+        assert_eq!(r.lease_wait, Some("run_lease"));
+        assert_eq!(
+            get(&r, ctype::APPLY_JOB_SUCCEEDED).reason,
+            reasons::WAITING_FOR_RUN_LEASE
+        );
+        let mut before = healthy();
+        before.push(condition(
+            ctype::APPLY_JOB_SUCCEEDED,
+            "Unknown",
+            reasons::WAITING_FOR_RUN_LEASE,
+            100,
+        ));
+        let r = run(&observed(), &wait, before, |_| {});
+        assert_eq!(r.lease_wait, None);
+        assert!(
+            !r.events
+                .events()
+                .iter()
+                .any(|e| e.reason == events::WAITING_FOR_RUN_LEASE)
+        );
+    }
+
+    /// A first apply just started: `status.activeJob` names it, `InfrastructureHealthy` and
+    /// `Ready` read `False/Provisioning`.
+    #[test]
+    fn a_started_first_apply_reports_provisioning_and_the_active_job() {
+        let o = Observed {
+            provisioned: false,
+            ..observed()
+        };
+        let start = StartJob {
+            operation: Operation::Apply,
+            reason: StartReason::Apply(decide::ApplyReason::FirstApply),
+            attempt: 1,
+            tick: None,
+            inputs_hash: "h".into(),
+        };
+        let a = Acted {
+            started: Some((start.clone(), "captf-c-c-apply-a1-abcdef".into())),
+            ..acted(Decision::StartJob(start))
+        };
+        let r = run(&o, &a, Vec::new(), |f| {
+            for t in ctype::READY_INPUTS_BEFORE_PROVISIONED {
+                f.set(t, ConditionStatus::True, "Fine", "");
+            }
+            f.set(ctype::DELETING, ConditionStatus::False, "NotDeleting", "");
+        });
+        let active = r.status.workload().active_job.clone().unwrap();
+        assert_eq!(active.name, "captf-c-c-apply-a1-abcdef");
+        assert_eq!(active.start_time, Some(at(2_000)));
+        assert_eq!(
+            get(&r, ctype::INFRASTRUCTURE_HEALTHY).reason,
+            reasons::PROVISIONING
+        );
+        assert_eq!(get(&r, ctype::READY).reason, reasons::PROVISIONING);
+    }
+
+    /// Once provisioned, `Ready` summarises only `InfrastructureHealthy` and `Deleting`: a failed
+    /// re-apply does not make the object un-Ready.
+    #[test]
+    fn a_provisioned_object_stays_ready_through_a_failed_apply() {
+        let r = run(&observed(), &nothing(), healthy(), |f| {
+            f.set(
+                ctype::APPLY_JOB_SUCCEEDED,
+                ConditionStatus::False,
+                "ApplyFailed",
+                "",
+            );
+        });
+        assert_eq!(get(&r, ctype::READY).status, "True");
+        assert!(r.status.workload().active_job.is_none());
+    }
 
     /// A deleting object (a provisioned TerraformMachine, say) whose durable inputs Secret is gone
     /// reports `ApplyJobSucceeded=False/DestroyFailed` instead of waiting silently.

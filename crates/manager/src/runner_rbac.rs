@@ -16,9 +16,11 @@ use kube::api::PostParams;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::caches::Caches;
-use crate::conditions::Conditions;
+use crate::conditions::Findings;
+use crate::context::Target;
 use crate::decide::GateBlock;
 use crate::kubeutil::{delete_opt, get_opt, is_conflict};
+use crate::workload;
 
 /// The default runner ServiceAccount, RoleBinding and ClusterRole name.
 pub const RUNNER: &str = "captf-runner";
@@ -30,7 +32,7 @@ pub async fn ensure(
     caches: &Caches,
     ns: &str,
     service_account: &str,
-    conds: &mut Conditions,
+    conds: &mut Findings,
 ) -> kube::Result<Option<GateBlock>> {
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
     let custom = service_account != RUNNER;
@@ -73,14 +75,16 @@ pub async fn ensure(
             }
         }
     }
-    let bound = caches
-        .role_bindings
-        .get(&ObjectRef::new(RUNNER).within(ns))
-        .is_some_and(|b| binding_ready(&b, ns, service_account));
+    let cached = caches.role_bindings.get(&ObjectRef::new(RUNNER).within(ns));
+    let stale = cached
+        .as_deref()
+        .map(|b| stale_subjects(caches, b, ns, service_account))
+        .unwrap_or_default();
+    let bound = cached.is_some_and(|b| binding_ready(&b, ns, service_account)) && stale.is_empty();
     let binding = if bound {
         Ok(())
     } else {
-        ensure_binding(client, ns, service_account).await?
+        ensure_binding(client, ns, service_account, &stale).await?
     };
     match binding {
         Ok(()) => {
@@ -107,7 +111,7 @@ pub async fn ensure(
     }
 }
 
-fn not_opted_in(conds: &mut Conditions, message: &str) -> GateBlock {
+fn not_opted_in(conds: &mut Findings, message: &str) -> GateBlock {
     conds.set(
         ctype::RUNNER_RBAC_READY,
         ConditionStatus::False,
@@ -158,12 +162,64 @@ fn binding_ready(binding: &RoleBinding, ns: &str, sa: &str) -> bool {
         })
 }
 
-/// The RoleBinding with `sa` among its subjects; `Ok(Err(_))` when an unmanaged binding of the
-/// same name is in the way.
+/// The ServiceAccount subjects of `binding` (in `ns`, other than `sa`) that nothing in the
+/// namespace needs any more: no TerraformCluster or TerraformMachine there runs its Jobs as it,
+/// and no running Job does (INTERFACE-FACTS §8: the subjects are recomputed per namespace, not
+/// only grown).
+fn stale_subjects(caches: &Caches, binding: &RoleBinding, ns: &str, sa: &str) -> Vec<String> {
+    binding
+        .subjects
+        .iter()
+        .flatten()
+        .filter(|s| s.kind == "ServiceAccount" && s.namespace.as_deref() == Some(ns))
+        .map(|s| s.name.clone())
+        .filter(|name| name != sa && !still_needed(caches, ns, name))
+        .collect()
+}
+
+/// Whether a running Job of `ns`, or a TerraformCluster or TerraformMachine there (by its merged
+/// Job policy), runs as ServiceAccount `sa`.
+fn still_needed(caches: &Caches, ns: &str, sa: &str) -> bool {
+    let runs_as = |j: &k8s_openapi::api::batch::v1::Job| {
+        j.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.service_account_name.as_deref())
+            == Some(sa)
+    };
+    if !caches
+        .jobs_where(ns, |j| crate::leases::job_active(j) && runs_as(j))
+        .is_empty()
+    {
+        return true;
+    }
+    let in_ns = |m: &ObjectMeta| m.namespace.as_deref() == Some(ns);
+    let needs = |target: Target| {
+        let owner = workload::owner(&target, caches);
+        let defaults = workload::defaults(&target, &owner);
+        workload::job_policy(&target, defaults.as_ref()).service_account_name_or_default() == sa
+    };
+    caches
+        .terraform_clusters
+        .state()
+        .iter()
+        .filter(|tc| in_ns(&tc.metadata))
+        .any(|tc| needs(Target::Cluster(Box::new(tc.as_ref().clone()))))
+        || caches
+            .terraform_machines
+            .state()
+            .iter()
+            .filter(|tm| in_ns(&tm.metadata))
+            .any(|tm| needs(Target::Machine(Box::new(tm.as_ref().clone()))))
+}
+
+/// The RoleBinding with `sa` among its subjects and the `stale` ones gone; `Ok(Err(_))` when an
+/// unmanaged binding of the same name is in the way.
 async fn ensure_binding(
     client: &kube::Client,
     ns: &str,
     sa: &str,
+    stale: &[String],
 ) -> kube::Result<Result<(), String>> {
     let api: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
     let fresh = |subjects: Vec<Subject>| RoleBinding {
@@ -194,20 +250,29 @@ async fn ensure_binding(
                     labels::MANAGED
                 )));
             }
-            let mut subjects = binding.subjects.clone().unwrap_or_default();
-            let has = subjects.iter().any(|s| {
+            let before = binding.subjects.clone().unwrap_or_default();
+            let mut subjects: Vec<Subject> = before
+                .iter()
+                .filter(|s| {
+                    !(s.kind == "ServiceAccount"
+                        && s.namespace.as_deref() == Some(ns)
+                        && stale.contains(&s.name))
+                })
+                .cloned()
+                .collect();
+            if !subjects.iter().any(|s| {
                 s.kind == "ServiceAccount" && s.name == sa && s.namespace.as_deref() == Some(ns)
-            });
-            if !has {
+            }) {
                 subjects.push(subject(ns, sa));
             }
+            let changed = subjects != before;
             if binding.role_ref != role_ref() {
                 // roleRef is immutable: recreate the binding.
                 delete_opt(&api, RUNNER).await?;
                 api.create(&PostParams::default(), &fresh(subjects)).await?;
                 return Ok(Ok(()));
             }
-            if !has {
+            if changed {
                 binding.subjects = Some(subjects);
                 api.replace(RUNNER, &PostParams::default(), &binding)
                     .await?;

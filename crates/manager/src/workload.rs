@@ -82,6 +82,7 @@ pub trait Workload {
     fn inputs(
         &self,
         client: &kube::Client,
+        caches: &Caches,
         owner: &Owner,
         durable: &Durable,
     ) -> impl std::future::Future<Output = kube::Result<Result<RenderedInputs, NotBuilt>>> + Send;
@@ -135,12 +136,14 @@ impl Workload for TerraformCluster {
     async fn inputs(
         &self,
         client: &kube::Client,
+        caches: &Caches,
         owner: &Owner,
         durable: &Durable,
     ) -> kube::Result<Result<RenderedInputs, NotBuilt>> {
         match &owner.cluster {
             Some(c) => {
-                inputs::cluster_inputs(client, self, c, durable.control_plane_initialized()).await
+                let initialized = durable.control_plane_initialized();
+                inputs::cluster_inputs(client, caches, self, c, initialized).await
             }
             None => Ok(Err(NotBuilt {
                 reason: api::constants::reasons::WAITING_FOR_OWNER,
@@ -186,10 +189,11 @@ impl Workload for TerraformMachine {
     async fn inputs(
         &self,
         client: &kube::Client,
+        caches: &Caches,
         owner: &Owner,
         _durable: &Durable,
     ) -> kube::Result<Result<RenderedInputs, NotBuilt>> {
-        inputs::machine_inputs(client, self, owner).await
+        inputs::machine_inputs(client, caches, self, owner).await
     }
 }
 
@@ -246,8 +250,8 @@ pub async fn build_inputs(
     owner: &Owner,
     durable: &Durable,
 ) -> Result<Result<RenderedInputs, NotBuilt>, Error> {
-    let client = &p.ctx.client;
-    Ok(each_workload!(p.target, o => o.inputs(client, owner, durable).await)?)
+    let (client, caches) = (&p.ctx.client, &p.ctx.caches);
+    Ok(each_workload!(p.target, o => o.inputs(client, caches, owner, durable).await)?)
 }
 
 /// A deleting cluster's TerraformMachines and TerraformMachinePools in the namespace, by the

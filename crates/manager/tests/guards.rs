@@ -594,9 +594,10 @@ async fn two_managers_without_leader_election_over_twenty_machines() {
 }
 
 /// The API requests one steady-state reconcile of a provisioned object with nothing to do makes:
-/// none. Every read comes from the caches, and nothing changed, so nothing is written. The
-/// caches' watches are long-running streams, not requests a pass makes, and are not counted;
-/// neither are the requests about other tests' objects.
+/// none. Every read comes from the caches, and nothing changed, so nothing is written; the
+/// object's `variablesFrom` ConfigMap and Secret are not read again either, since their
+/// resourceVersions did not change. The caches' watches are long-running streams, not requests
+/// a pass makes, and are not counted; neither are the requests about other tests' objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steady_state_reconcile_requests() {
     let Some((env, images)) = setup().await else {
@@ -606,6 +607,23 @@ async fn steady_state_reconcile_requests() {
     install_runner_cluster_role(&admin).await;
     let ns = env.namespace("steady").await.unwrap();
     identity(&admin, "id-steady", &[ns.as_str()], "planted-steady-1").await;
+    let image = slow_image(env).await;
+    create(
+        &admin,
+        &ns,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "steady-vars", "labels": {"captf.io/variables": "true"}},
+               "data": {"token": "from-the-config-map"}}),
+    )
+    .await;
+    create(
+        &admin,
+        &ns,
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "steady-secret-vars", "labels": {"captf.io/variables": "true"}},
+               "stringData": {"token": "planted-steady-variable"}}),
+    )
+    .await;
     let count = Arc::new(AtomicUsize::new(0));
     let counter = count.clone();
     let made: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
@@ -643,7 +661,12 @@ async fn steady_state_reconcile_requests() {
         ))
         .build();
     let mgr = start_manager(&counting, &ns, &images, "manager-steady");
-    cluster(&admin, &ns, "steady", "id-steady", &images.cluster).await;
+    let sources = json!({"variablesFrom": [
+        {"configMapRef": {"name": "steady-vars"}},
+        {"secretRef": {"name": "steady-secret-vars"}},
+    ]});
+    cluster_with_spec(&admin, &ns, "steady", "id-steady", &image, sources).await;
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(admin.clone(), &ns);
     wait_ready(&admin, &ns, "TerraformCluster", "steady", "True", LONG).await;
     // Steady: the passes that follow the apply (bookkeeping, the state adopted) are over once
     // the manager made no request for four seconds.
@@ -668,7 +691,6 @@ async fn steady_state_reconcile_requests() {
     };
     let passes_before = passes(&mgr.metrics);
     let before = count.load(Ordering::SeqCst);
-    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(admin.clone(), &ns);
     tcs.patch(
         "steady",
         &PatchParams::default(),

@@ -15,8 +15,7 @@ use contract::schedule;
 
 pub use observed::{
     Approvals, ClusterLease, Config, Drift, GateBlock, Gates, HealthReading, Inputs, JobOutcome,
-    JobRecord, LastTimes, Leases, Observed, OwnerCheck, PlanStatus, PoolMembership, RestoreRequest,
-    StateRead,
+    JobRecord, LastTimes, Leases, Observed, OwnerCheck, PlanStatus, StateRead,
 };
 
 /// How old an active Job must be before it may be judged stuck.
@@ -54,26 +53,19 @@ pub enum ApplyReason {
     DriftRemediation,
 }
 
-/// Why a refresh is due (the refresh schedule, items 1-5).
+/// Why a refresh is due (the refresh schedule). A pool's convergence and membership refreshes
+/// and a machine's health-check refresh come with the pool and remediation issues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefreshReason {
-    /// 1: a successful apply not yet followed by a refresh (machine, pool).
+    /// A successful apply not yet followed by a refresh (machine).
     PostApply,
-    /// 2: a pool whose membership is converging.
-    PoolConverging,
-    /// 3: health reads pending.
+    /// Health reads pending.
     HealthPending,
-    /// 4: a pool's membership interval elapsed.
-    Membership,
-    /// 5: a machine's health-check interval elapsed.
-    HealthCheck,
 }
 
 /// Why a Job starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartReason {
-    /// A requested restore.
-    Restore,
     /// The object is being deleted.
     Destroy,
     /// An apply.
@@ -103,13 +95,6 @@ pub enum WaitReason {
     },
     /// A gate keeps Jobs from starting.
     Gate(GateBlock),
-    /// The restore annotation names no backup.
-    RestoreBackupNotFound,
-    /// The restore of this serial failed; not retried for it.
-    RestoreFailed {
-        /// The serial.
-        serial: u64,
-    },
     /// A cluster's deletion waits for its machines and pools.
     DependentsExist,
     /// State cannot be read (`StateReadable` reason).
@@ -143,10 +128,13 @@ pub enum WaitReason {
         /// The operation waiting.
         operation: Operation,
     },
-    /// A cluster waits for its machines' and pools' operations.
+    /// A cluster waits for its machines' and pools' operations, holding its run lease and the
+    /// cluster write lease for the Job it will create meanwhile.
     MachineOperations {
         /// The operation waiting.
         operation: Operation,
+        /// The Job the leases are held for.
+        job: String,
     },
 }
 
@@ -156,8 +144,6 @@ impl WaitReason {
         match self {
             Self::Owner { reason } | Self::StateUnreadable { reason } => Some(reason),
             Self::Gate(gate) => Some(gate.reason),
-            Self::RestoreBackupNotFound => Some(reasons::RESTORE_BACKUP_NOT_FOUND),
-            Self::RestoreFailed { .. } => Some(reasons::RESTORE_FAILED),
             Self::DependentsExist => Some(reasons::DEPENDENTS_EXIST),
             Self::InputsUnavailable { reason } => *reason,
             Self::PlanAwaitingApproval => Some(reasons::PLAN_AWAITING_APPROVAL),
@@ -179,12 +165,10 @@ pub struct StartJob {
     pub reason: StartReason,
     /// One more than the highest retained attempt of this operation.
     pub attempt: u32,
-    /// The tick of a refresh, drift, drift-remediation apply or restore.
+    /// The tick of a refresh, drift or drift-remediation apply.
     pub tick: Option<String>,
     /// The inputs hash the Job renders (the Job name's seed).
     pub inputs_hash: String,
-    /// For a restore: the backup serial.
-    pub restore_serial: Option<u64>,
 }
 
 impl StartJob {
@@ -232,16 +216,19 @@ pub enum Decision {
 /// 3. finalizer missing: add it;
 /// 4. paused: delete a stuck Job, else wait;
 /// 5. a Job is active: delete it when stuck, else wait;
-/// 6. a requested restore, unless deleting (never retried for a serial that failed);
-/// 7. deleting: wait for dependents (cluster), drop the finalizer (no state, or destroyed),
+/// 6. deleting: wait for dependents (cluster), drop the finalizer (no state, or destroyed),
 ///    else destroy;
-/// 8. unreadable or lost state: wait;
-/// 9. apply when: no state; state without inputs hash; a mutable kind's inputs changed; its
+/// 7. unreadable or lost state: wait;
+/// 8. apply when: no state; state without inputs hash; a mutable kind's inputs changed; its
 ///    newest apply failed (not blocked / plan-changed / remediation); drift to remediate under
 ///    the failure cap. Under `applyPolicy: Manual` every one but the first apply goes through a
 ///    plan and its approval; under Automatic a blocked hash waits for its destructive approval;
-/// 10. the schedule, first due wins: post-apply refresh, pool convergence, pending health,
-///     pool membership, health check, drift; else requeue at the soonest.
+/// 9. the schedule, first due wins: post-apply refresh, pending health, drift; else requeue at
+///    the soonest.
+///
+/// A restore (`captf.io/restore-state`), a pool's membership refreshes and a machine's
+/// health-check refreshes are not decided here yet: they come with the backups, pool and
+/// remediation features, together with what Observe needs to feed them.
 ///
 /// Every Job start passes the gates (the dependency gate only for an apply or plan), the retry
 /// backoff (failed Jobs only), the run lease and the cluster operation gate, any of which turns
@@ -303,11 +290,6 @@ fn decide_unclamped(o: &Observed, cfg: &Config) -> Decision {
     }
 
     // Choosing the next operation.
-    if !o.deleting
-        && let Some(decision) = restore(o, cfg)
-    {
-        return decision;
-    }
     if o.deleting {
         return deleting(o, cfg);
     }
@@ -384,41 +366,6 @@ fn stuck_check_in(job: &JobRecord, now: SystemTime) -> Option<Duration> {
     Some(STUCK_AFTER.saturating_sub(age).max(Duration::from_secs(1)))
 }
 
-/// Rule 1: a requested restore. `None` when there is none to act on.
-fn restore(o: &Observed, cfg: &Config) -> Option<Decision> {
-    let request = o.restore?;
-    let (Some(serial), true) = (request.serial, request.backup_exists) else {
-        return Some(Decision::Wait {
-            reason: WaitReason::RestoreBackupNotFound,
-            requeue_after: None,
-        });
-    };
-    let newest = newest_finished(o, Operation::Restore, |job| {
-        job.restore_serial == Some(serial)
-    });
-    match newest.and_then(|job| job.outcome) {
-        Some(outcome) if outcome.counts_as_failure() => {
-            return Some(Decision::Wait {
-                reason: WaitReason::RestoreFailed { serial },
-                requeue_after: None,
-            });
-        }
-        // Done; the annotation's removal is Act's and may not have landed yet.
-        Some(JobOutcome::Succeeded) => return None,
-        _ => {}
-    }
-    let hash = current_or_state_hash(o);
-    Some(start_job(
-        o,
-        cfg,
-        Operation::Restore,
-        StartReason::Restore,
-        hash,
-        Some(serial.to_string()),
-        Some(serial),
-    ))
-}
-
 /// Rule 2 and Deletion order.
 fn deleting(o: &Observed, cfg: &Config) -> Decision {
     if o.kind == ObjectKind::Cluster && o.dependents > 0 {
@@ -461,15 +408,7 @@ fn deleting(o: &Observed, cfg: &Config) -> Decision {
         };
     }
     let hash = current_or_state_hash(o);
-    start_job(
-        o,
-        cfg,
-        Operation::Destroy,
-        StartReason::Destroy,
-        hash,
-        None,
-        None,
-    )
+    start_job(o, cfg, Operation::Destroy, StartReason::Destroy, hash, None)
 }
 
 /// Rules 5-7, for state carrying `state_hash`.
@@ -547,7 +486,6 @@ fn apply(o: &Observed, cfg: &Config, reason: ApplyReason) -> Decision {
                 StartReason::Plan(reason),
                 hash.clone(),
                 tick,
-                None,
             );
         };
         let approved = !plan.has_changes
@@ -576,11 +514,10 @@ fn apply(o: &Observed, cfg: &Config, reason: ApplyReason) -> Decision {
         StartReason::Apply(reason),
         hash.clone(),
         tick,
-        None,
     )
 }
 
-/// The refresh, membership and drift schedule.
+/// The refresh and drift schedule.
 fn scheduled(o: &Observed, cfg: &Config, state_hash: &str) -> Decision {
     let now = o.now;
     let uid = o.uid.as_str();
@@ -589,8 +526,6 @@ fn scheduled(o: &Observed, cfg: &Config, state_hash: &str) -> Decision {
         .flatten()
         .max();
     let every = |interval: Duration| due_from(last_sample, interval, uid, now);
-    let pool = o.kind == ObjectKind::MachinePool;
-    let pool_fast = schedule::POOL_CONVERGENCE_REFRESH.min(cfg.membership_interval);
 
     let mut candidates: Vec<(Option<SystemTime>, Operation, StartReason)> = Vec::new();
     let refreshed_since_apply = match o.last.apply {
@@ -607,39 +542,11 @@ fn scheduled(o: &Observed, cfg: &Config, state_hash: &str) -> Decision {
             StartReason::Refresh(RefreshReason::PostApply),
         ));
     }
-    if pool && o.pool.is_some_and(|p| p.converging) {
-        candidates.push((
-            every(pool_fast),
-            Operation::Refresh,
-            StartReason::Refresh(RefreshReason::PoolConverging),
-        ));
-    }
     if o.health == HealthReading::Pending {
-        let delay = if pool {
-            pool_fast
-        } else {
-            schedule::pending_refresh_delay(o.pending_refreshes)
-        };
         candidates.push((
-            every(delay),
+            every(schedule::pending_refresh_delay(o.pending_refreshes)),
             Operation::Refresh,
             StartReason::Refresh(RefreshReason::HealthPending),
-        ));
-    }
-    if pool {
-        candidates.push((
-            every(cfg.membership_interval),
-            Operation::Refresh,
-            StartReason::Refresh(RefreshReason::Membership),
-        ));
-    }
-    if o.kind == ObjectKind::Machine
-        && let Some(interval) = cfg.health_check_interval
-    {
-        candidates.push((
-            every(interval),
-            Operation::Refresh,
-            StartReason::Refresh(RefreshReason::HealthCheck),
         ));
     }
     let drift_since = [o.last.apply, o.last.drift_check]
@@ -683,7 +590,6 @@ fn scheduled(o: &Observed, cfg: &Config, state_hash: &str) -> Decision {
             *reason,
             hash,
             Some(secs(last_success).to_string()),
-            None,
         );
     }
     let soonest = schedule::soonest(candidates.iter().map(|(due, _, _)| *due));
@@ -692,13 +598,9 @@ fn scheduled(o: &Observed, cfg: &Config, state_hash: &str) -> Decision {
     }
 }
 
-/// The object's drift interval: its own (resolved by Observe), else the manager default; a pool's
-/// is never zero.
+/// The object's drift interval: its own (resolved by Observe), else the manager default.
 fn drift_interval(o: &Observed, cfg: &Config) -> Duration {
-    match o.drift.interval {
-        Some(interval) if !(interval.is_zero() && o.kind == ObjectKind::MachinePool) => interval,
-        _ => cfg.drift_default_interval,
-    }
+    o.drift.interval.unwrap_or(cfg.drift_default_interval)
 }
 
 /// `since` plus the jittered interval; with no `since` known, due now. `None` when disabled.
@@ -725,13 +627,12 @@ fn start_job(
     reason: StartReason,
     inputs_hash: String,
     tick: Option<String>,
-    restore_serial: Option<u64>,
 ) -> Decision {
     if let Some(gate) = o.gates.credentials {
         return wait(WaitReason::Gate(gate), None);
     }
     // A dependency gate blocks only what renders the current inputs (Job Inputs: drift and
-    // refresh fall back to the durable inputs; a destroy and a restore never need them).
+    // refresh fall back to the durable inputs; a destroy never needs them).
     if matches!(operation, Operation::Apply | Operation::Plan)
         && let Some(gate) = o.gates.dependencies
     {
@@ -746,11 +647,27 @@ fn start_job(
             Some(schedule::until(retry, o.now)),
         );
     }
-    if let Some(job) = &o.leases.run_lease_holder {
+    let attempt = next_attempt(o, operation);
+    let job_name = contract::names::job_name(&contract::names::JobNameParts {
+        kind: o.kind,
+        name: &o.name,
+        operation,
+        attempt,
+        inputs_hash: &inputs_hash,
+        tick: tick.as_deref(),
+    });
+    // The run lease held by another Job (running, or taken for a Job not created yet); a lease
+    // this very Job holds (a cluster waiting for its machines renews it) is its own.
+    if let Some(holder) = o
+        .leases
+        .run_lease_holder
+        .as_ref()
+        .filter(|h| **h != job_name)
+    {
         return wait(
             WaitReason::RunLease {
                 operation,
-                job: job.clone(),
+                job: holder.clone(),
             },
             Some(recheck(o, LEASE_RECHECK)),
         );
@@ -761,9 +678,14 @@ fn start_job(
     );
     if cfg.cluster_operation_gate && o.names_cluster && gated_op {
         match o.kind {
+            // The cluster takes both leases and keeps them while it waits (Act holds them for
+            // `job`), so new machine operations wait behind it.
             ObjectKind::Cluster if o.leases.machines_operating > 0 => {
                 return wait(
-                    WaitReason::MachineOperations { operation },
+                    WaitReason::MachineOperations {
+                        operation,
+                        job: job_name,
+                    },
                     Some(recheck(o, LEASE_RECHECK)),
                 );
             }
@@ -781,10 +703,9 @@ fn start_job(
     Decision::StartJob(StartJob {
         operation,
         reason,
-        attempt: next_attempt(o, operation),
+        attempt,
         tick,
         inputs_hash,
-        restore_serial,
     })
 }
 
@@ -865,8 +786,6 @@ fn secs(time: Option<SystemTime>) -> u64 {
 pub fn longest_interval(o: &Observed, cfg: &Config) -> Duration {
     let longest = [
         drift_interval(o, cfg),
-        cfg.membership_interval,
-        cfg.health_check_interval.unwrap_or_default(),
         schedule::APPROVAL_RECHECK,
         schedule::RETRY_CAP,
         schedule::PENDING_REFRESH_STEPS[schedule::PENDING_REFRESH_STEPS.len() - 1],

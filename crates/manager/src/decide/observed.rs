@@ -16,11 +16,6 @@ pub struct Config {
     pub failed_jobs_history_limit: u32,
     /// The merged `JobPolicy.successfulJobsHistoryLimit` (3); pruning is Act's, kept for it.
     pub successful_jobs_history_limit: u32,
-    /// A pool's `membershipRefreshIntervalSeconds` (unset or 0 means 60 s); ignored for other kinds.
-    pub membership_interval: Duration,
-    /// A machine's `remediation.healthCheckIntervalSeconds` while `annotateMachine` is true;
-    /// `None` otherwise.
-    pub health_check_interval: Option<Duration>,
     /// `--cluster-operation-gate` (true).
     pub cluster_operation_gate: bool,
 }
@@ -31,8 +26,6 @@ impl Default for Config {
             drift_default_interval: Duration::from_secs(30 * 60),
             failed_jobs_history_limit: contract::schedule::DEFAULT_FAILED_JOBS_HISTORY_LIMIT,
             successful_jobs_history_limit: 3,
-            membership_interval: Duration::from_secs(60),
-            health_check_interval: None,
             cluster_operation_gate: true,
         }
     }
@@ -125,8 +118,6 @@ pub struct JobRecord {
     pub outcome: Option<JobOutcome>,
     /// Whether it is a drift-remediation apply.
     pub drift_remediation: bool,
-    /// For a restore, the backup serial it pushed.
-    pub restore_serial: Option<u64>,
     /// Whether its per-run Secret exists.
     pub run_secret_exists: bool,
     /// Whether a pod of it ever started.
@@ -176,15 +167,6 @@ pub enum Inputs {
         /// The documented reason.
         reason: &'static str,
     },
-}
-
-/// A restore requested by `captf.io/restore-state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RestoreRequest {
-    /// The serial named; `None` when the annotation is not a serial.
-    pub serial: Option<u64>,
-    /// Whether a backup of that serial exists.
-    pub backup_exists: bool,
 }
 
 /// What the drift checks found.
@@ -260,10 +242,11 @@ pub enum ClusterLease {
     HeldByCluster,
 }
 
-/// The leases.
+/// The leases, as the lease and Job caches show them (a lease counts as held by a running Job,
+/// or from its acquire time for a grace period before its Job exists).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Leases {
-    /// The object's run lease, when held by another live Job: its name.
+    /// The Job holding the object's run lease, when it is held.
     pub run_lease_holder: Option<String>,
     /// The cluster write lease (machines and pools).
     pub cluster: ClusterLease,
@@ -271,18 +254,13 @@ pub struct Leases {
     pub machines_operating: u32,
 }
 
-/// A machine pool's membership.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PoolMembership {
-    /// `spec.providerIDList` length differs from `status.replicas`.
-    pub converging: bool,
-}
-
 /// Everything one pass observed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
     /// The object's kind.
     pub kind: ObjectKind,
+    /// Its name (the Job names' seed).
+    pub name: String,
     /// Its UID (the jitter seed).
     pub uid: String,
     /// Whether its inputs follow its spec (cluster, pool) or are fixed at first apply (machine).
@@ -311,8 +289,6 @@ pub struct Observed {
     pub inputs: Inputs,
     /// Whether the durable inputs Secret exists.
     pub durable_inputs: bool,
-    /// A requested restore.
-    pub restore: Option<RestoreRequest>,
     /// Drift findings and policy.
     pub drift: Drift,
     /// The health reading.
@@ -327,8 +303,6 @@ pub struct Observed {
     pub leases: Leases,
     /// For a cluster being deleted: machines and pools of it that still exist.
     pub dependents: u32,
-    /// For a pool: its membership.
-    pub pool: Option<PoolMembership>,
     /// The time of this pass.
     pub now: SystemTime,
 }

@@ -28,6 +28,7 @@ fn ago(secs: u64) -> SystemTime {
 fn mk_observed() -> Observed {
     Observed {
         kind: ObjectKind::Cluster,
+        name: "x".into(),
         uid: UID_OF_TESTS.into(),
         mutable: true,
         provisioned: true,
@@ -45,7 +46,6 @@ fn mk_observed() -> Observed {
         },
         inputs: Inputs::Built { hash: "h1".into() },
         durable_inputs: true,
-        restore: None,
         drift: Drift {
             interval: None,
             action: DriftAction::Report,
@@ -68,7 +68,6 @@ fn mk_observed() -> Observed {
         },
         leases: Leases::default(),
         dependents: 0,
-        pool: None,
         now: now(),
     }
 }
@@ -78,14 +77,6 @@ fn mk_machine() -> Observed {
         kind: ObjectKind::Machine,
         mutable: false,
         inputs: Inputs::NotBuilt,
-        ..mk_observed()
-    }
-}
-
-fn mk_pool() -> Observed {
-    Observed {
-        kind: ObjectKind::MachinePool,
-        pool: Some(PoolMembership { converging: false }),
         ..mk_observed()
     }
 }
@@ -108,7 +99,6 @@ fn job(
         finished: outcome.map(|_| ago(finished_ago)),
         outcome,
         drift_remediation: false,
-        restore_serial: None,
         run_secret_exists: true,
         pod_ever_started: true,
     }
@@ -299,86 +289,6 @@ fn job_with_a_started_pod_is_never_stuck() {
         waited(&decide(&o, &cfg())).0,
         WaitReason::JobActive { .. }
     ));
-}
-
-// Rule 1: restore.
-
-#[test]
-fn restore_precedes_every_other_operation() {
-    let o = Observed {
-        restore: Some(RestoreRequest {
-            serial: Some(7),
-            backup_exists: true,
-        }),
-        inputs: Inputs::Built { hash: "h2".into() },
-        ..mk_observed()
-    };
-    let d = decide(&o, &cfg());
-    let start = started(&d);
-    assert_eq!(start.operation, Operation::Restore);
-    assert_eq!(start.restore_serial, Some(7));
-    assert_eq!(start.tick.as_deref(), Some("7"));
-}
-
-#[test]
-fn restore_is_not_run_while_deleting() {
-    let o = Observed {
-        restore: Some(RestoreRequest {
-            serial: Some(7),
-            backup_exists: true,
-        }),
-        deleting: true,
-        ..mk_observed()
-    };
-    assert_eq!(started(&decide(&o, &cfg())).operation, Operation::Destroy);
-}
-
-#[test]
-fn restore_of_a_missing_backup_starts_no_job() {
-    for request in [
-        RestoreRequest {
-            serial: Some(9),
-            backup_exists: false,
-        },
-        RestoreRequest {
-            serial: None,
-            backup_exists: false,
-        },
-    ] {
-        let o = Observed {
-            restore: Some(request),
-            ..mk_observed()
-        };
-        assert_eq!(
-            waited(&decide(&o, &cfg())).0,
-            &WaitReason::RestoreBackupNotFound
-        );
-    }
-}
-
-#[test]
-fn failed_restore_is_never_retried_for_the_same_serial() {
-    let mut failed = job(Operation::Restore, 1, Some(JobOutcome::Failed), 3600);
-    failed.restore_serial = Some(7);
-    let mut o = Observed {
-        restore: Some(RestoreRequest {
-            serial: Some(7),
-            backup_exists: true,
-        }),
-        jobs: vec![failed],
-        ..mk_observed()
-    };
-    assert_eq!(
-        waited(&decide(&o, &cfg())).0,
-        &WaitReason::RestoreFailed { serial: 7 }
-    );
-    o.restore = Some(RestoreRequest {
-        serial: Some(8),
-        backup_exists: true,
-    });
-    let d = decide(&o, &cfg());
-    let start = started(&d);
-    assert_eq!((start.operation, start.attempt), (Operation::Restore, 2));
 }
 
 // Rule 2: deletion.
@@ -773,28 +683,6 @@ fn cluster_takes_no_post_apply_refresh() {
 }
 
 #[test]
-fn converging_pool_refreshes_every_thirty_seconds() {
-    let mut o = mk_pool();
-    o.pool = Some(PoolMembership { converging: true });
-    o.last.refresh = Some(ago(10));
-    let Decision::Nothing {
-        requeue_after: Some(after),
-    } = decide(&o, &cfg())
-    else {
-        panic!("expected a requeue");
-    };
-    assert_eq!(
-        after,
-        schedule::jittered(&o.uid, Duration::from_secs(30)).saturating_sub(Duration::from_secs(10))
-    );
-    o.last.refresh = Some(ago(34));
-    assert_eq!(
-        started(&decide(&o, &cfg())).reason,
-        StartReason::Refresh(RefreshReason::PoolConverging)
-    );
-}
-
-#[test]
 fn pending_health_refresh_backs_off_to_five_minutes() {
     let mut o = mk_observed();
     o.health = HealthReading::Pending;
@@ -822,31 +710,6 @@ fn pending_health_refresh_backs_off_to_five_minutes() {
 }
 
 #[test]
-fn pool_membership_interval_elapsed_refreshes() {
-    let mut o = mk_pool();
-    o.last.refresh = Some(ago(70));
-    assert_eq!(
-        started(&decide(&o, &cfg())).reason,
-        StartReason::Refresh(RefreshReason::Membership)
-    );
-}
-
-#[test]
-fn health_check_interval_elapsed_refreshes_a_machine() {
-    let mut o = mk_machine();
-    o.last.refresh = Some(ago(400));
-    let config = Config {
-        health_check_interval: Some(Duration::from_secs(300)),
-        ..cfg()
-    };
-    assert_eq!(
-        started(&decide(&o, &config)).reason,
-        StartReason::Refresh(RefreshReason::HealthCheck)
-    );
-    assert!(matches!(decide(&o, &cfg()), Decision::Nothing { .. }));
-}
-
-#[test]
 fn drift_check_is_due_one_interval_after_the_last_apply() {
     let mut o = mk_observed();
     o.last.apply = Some(ago(1800));
@@ -867,7 +730,7 @@ fn drift_check_is_due_one_interval_after_the_last_apply() {
 }
 
 #[test]
-fn drift_interval_zero_turns_drift_off_except_for_pools() {
+fn drift_interval_zero_turns_drift_off() {
     let mut o = mk_observed();
     o.drift.interval = Some(Duration::ZERO);
     o.last.apply = Some(ago(86_400));
@@ -877,24 +740,17 @@ fn drift_interval_zero_turns_drift_off_except_for_pools() {
             requeue_after: None
         }
     );
-    let mut pool = mk_pool();
-    pool.drift.interval = Some(Duration::ZERO);
-    pool.last.apply = Some(ago(86_400));
-    pool.last.refresh = Some(ago(1));
-    assert_eq!(started(&decide(&pool, &cfg())).operation, Operation::Drift);
 }
 
 #[test]
 fn nothing_due_requeues_at_the_soonest() {
     let mut o = mk_machine();
+    o.health = HealthReading::Pending;
+    o.pending_refreshes = 9;
     o.last.refresh = Some(ago(100));
-    let config = Config {
-        health_check_interval: Some(Duration::from_secs(300)),
-        ..cfg()
-    };
     let Decision::Nothing {
         requeue_after: Some(after),
-    } = decide(&o, &config)
+    } = decide(&o, &cfg())
     else {
         panic!("expected a requeue");
     };
@@ -922,6 +778,28 @@ fn run_lease_held_by_another_job_waits() {
     );
 }
 
+/// A run lease held for the very Job this pass would create (taken by an earlier pass that
+/// waited, or crashed before creating it) is the object's own: the Job starts.
+#[test]
+fn run_lease_held_for_the_job_to_start_is_its_own() {
+    let mut o = Observed {
+        inputs: Inputs::Built { hash: "h2".into() },
+        ..mk_observed()
+    };
+    let own = contract::names::job_name(&contract::names::JobNameParts {
+        kind: ObjectKind::Cluster,
+        name: "x",
+        operation: Operation::Apply,
+        attempt: 2,
+        inputs_hash: "h2",
+        tick: None,
+    });
+    o.leases.run_lease_holder = Some(own.clone());
+    let d = decide(&o, &cfg());
+    let start = started(&d);
+    assert_eq!((start.operation, start.attempt), (Operation::Apply, 2));
+}
+
 #[test]
 fn cluster_operation_waits_for_machine_operations() {
     let mut o = Observed {
@@ -933,6 +811,19 @@ fn cluster_operation_waits_for_machine_operations() {
     assert_eq!(
         waited(&d).0.documented_reason(),
         Some(reasons::WAITING_FOR_MACHINE_OPERATIONS)
+    );
+    // The wait names the Job the cluster holds both leases for, and the next pass, finding its
+    // own run lease taken for that Job, still waits for the machines, not for itself.
+    let WaitReason::MachineOperations { job, .. } = waited(&d).0.clone() else {
+        panic!("a machine-operations wait");
+    };
+    o.leases.run_lease_holder = Some(job.clone());
+    assert_eq!(
+        waited(&decide(&o, &cfg())).0,
+        &WaitReason::MachineOperations {
+            operation: Operation::Apply,
+            job
+        }
     );
     let off = Config {
         cluster_operation_gate: false,
@@ -1063,23 +954,21 @@ fn arb_time() -> impl Strategy<Value = Option<SystemTime>> {
 prop_compose! {
     fn arb_job()(op in arb_op(), attempt in 0u32..20, outcome in arb_outcome(), age in 0u64..100_000,
                  secret in any::<bool>(), pod in any::<bool>(), remediation in any::<bool>(),
-                 serial in proptest::option::of(0u64..4), hash in proptest::sample::select(vec!["h1", "h2"])) -> JobRecord {
+                 hash in proptest::sample::select(vec!["h1", "h2"])) -> JobRecord {
         let mut j = job(op, attempt, outcome, age);
         j.run_secret_exists = secret;
         j.pod_ever_started = pod;
         j.drift_remediation = remediation;
-        j.restore_serial = serial;
         j.inputs_hash = hash.into();
         j
     }
 }
 
 prop_compose! {
-    fn arb_observed()(kind in proptest::sample::select(vec![ObjectKind::Cluster, ObjectKind::Machine, ObjectKind::MachinePool]),
+    fn arb_observed()(kind in proptest::sample::select(vec![ObjectKind::Cluster, ObjectKind::Machine]),
                       flags in proptest::collection::vec(any::<bool>(), 12),
                       jobs in proptest::collection::vec(arb_job(), 0..6),
                       state in 0u8..5, inputs in 0u8..4,
-                      restore in proptest::option::of((proptest::option::of(0u64..4), any::<bool>())),
                       interval in proptest::option::of(0u64..200_000),
                       failures in 0u32..6, pending in 0u32..20,
                       apply in arb_time(), refresh in arb_time(), drift_check in arb_time(),
@@ -1105,7 +994,6 @@ prop_compose! {
             2 => Inputs::Built { hash: "h2".into() },
             _ => Inputs::Built { hash: "h1".into() },
         };
-        o.restore = restore.map(|(serial, backup_exists)| RestoreRequest { serial, backup_exists });
         o.drift.interval = interval.map(Duration::from_secs);
         o.drift.found = flags[7];
         o.drift.action = if flags[8] { DriftAction::Remediate } else { DriftAction::Report };
@@ -1114,7 +1002,6 @@ prop_compose! {
         o.pending_refreshes = pending;
         o.last = LastTimes { apply, refresh, drift_check, apply_health_definite: flags[10] };
         o.approvals.policy = if flags[11] { ApplyPolicy::Manual } else { ApplyPolicy::Automatic };
-        o.pool = (kind == ObjectKind::MachinePool).then_some(PoolMembership { converging: flags[1] });
         o.dependents = dependents;
         o.leases.machines_operating = machines;
         o
@@ -1123,16 +1010,8 @@ prop_compose! {
 
 proptest! {
     #[test]
-    fn decide_never_panics_nor_requeues_beyond_the_longest_interval(
-        o in arb_observed(),
-        hc in proptest::option::of(60u64..86_400),
-        membership in 15u64..86_400,
-    ) {
-        let config = Config {
-            health_check_interval: hc.map(Duration::from_secs),
-            membership_interval: Duration::from_secs(membership),
-            ..cfg()
-        };
+    fn decide_never_panics_nor_requeues_beyond_the_longest_interval(o in arb_observed()) {
+        let config = cfg();
         let longest = longest_interval(&o, &config);
         match decide(&o, &config) {
             Decision::Wait { requeue_after, .. } | Decision::Nothing { requeue_after } => {
@@ -1142,24 +1021,6 @@ proptest! {
             _ => {}
         }
     }
-}
-
-#[test]
-fn restore_takes_part_in_the_cluster_operation_gate() {
-    let mut o = Observed {
-        restore: Some(RestoreRequest {
-            serial: Some(7),
-            backup_exists: true,
-        }),
-        ..mk_observed()
-    };
-    o.leases.machines_operating = 2;
-    assert_eq!(
-        waited(&decide(&o, &cfg())).0,
-        &WaitReason::MachineOperations {
-            operation: Operation::Restore
-        }
-    );
 }
 
 #[test]

@@ -247,6 +247,18 @@ pub async fn identity(client: &Client, name: &str, allowed: &[&str], secret_valu
 
 /// A Cluster and its TerraformCluster, owned the way Cluster API's Cluster controller owns it.
 pub async fn cluster(client: &Client, ns: &str, name: &str, identity: &str, image: &str) {
+    cluster_with_spec(client, ns, name, identity, image, json!({})).await;
+}
+
+/// [`cluster`], with more fields of the TerraformCluster's spec from the start.
+pub async fn cluster_with_spec(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    identity: &str,
+    image: &str,
+    extra: Value,
+) {
     let cluster = create(
         client,
         ns,
@@ -259,6 +271,10 @@ pub async fn cluster(client: &Client, ns: &str, name: &str, identity: &str, imag
     )
     .await;
     let uid = cluster.metadata.uid.unwrap();
+    let mut spec = json!({"source": {"image": image}, "identityRef": {"name": identity}});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
     create(
         client,
         ns,
@@ -267,7 +283,7 @@ pub async fn cluster(client: &Client, ns: &str, name: &str, identity: &str, imag
                             "labels": {"cluster.x-k8s.io/cluster-name": name},
                             "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
                                                  "name": name, "uid": uid}]},
-               "spec": {"source": {"image": image}, "identityRef": {"name": identity}}}),
+               "spec": spec}),
     )
     .await;
 }
@@ -848,4 +864,99 @@ pub async fn delete_as_clusterctl_move(
     )
     .await
     .unwrap();
+}
+
+/// The manager's caches for one namespace, started without any controller: a test runs single
+/// passes over objects it chooses (a stale copy, say) with [`Passes::pass`], and nothing else
+/// reconciles meanwhile.
+pub struct Passes {
+    pub ctx: Context,
+    watches: tokio::task::JoinHandle<()>,
+    _triggers: manager::caches::Triggers,
+}
+
+impl Passes {
+    /// Starts the caches for `ns` and waits until they are filled.
+    pub async fn start(client: &Client, ns: &str, images: &Images, instance: &str) -> Self {
+        let settings = Settings {
+            runner_image: images.runner.clone(),
+            namespace: Some(ns.to_owned()),
+            instance: instance.to_owned(),
+            ..Settings::default()
+        };
+        let (caches, triggers, watches) = manager::caches::start(client, &settings);
+        let watches = tokio::spawn(watches);
+        caches.ready().await.unwrap();
+        let ctx = Context {
+            caches,
+            ..Context::new(client.clone(), settings, Metrics::new())
+        };
+        Self {
+            ctx,
+            watches,
+            _triggers: triggers,
+        }
+    }
+
+    /// One reconcile pass over `target` exactly as given.
+    pub async fn pass(&self, target: manager::context::Target) {
+        manager::reconcile::reconcile(target, &self.ctx)
+            .await
+            .unwrap();
+    }
+
+    /// Waits until the caches show the TerraformCluster or TerraformMachine `name` at the
+    /// resourceVersion the API server has now.
+    pub async fn caught_up(&self, client: &Client, ns: &str, kind: &str, name: &str) {
+        let want = get_json(
+            client,
+            ns,
+            "infrastructure.cluster.x-k8s.io/v1alpha1",
+            kind,
+            name,
+        )
+        .await["metadata"]["resourceVersion"]
+            .as_str()
+            .map(str::to_owned);
+        let caches = &self.ctx.caches;
+        eventually(Duration::from_secs(20), "the caches caught up", || async {
+            let rv = match kind {
+                "TerraformCluster" => caches
+                    .terraform_clusters
+                    .get(&kube::runtime::reflector::ObjectRef::new(name).within(ns))
+                    .and_then(|o| o.metadata.resource_version.clone()),
+                _ => caches
+                    .terraform_machines
+                    .get(&kube::runtime::reflector::ObjectRef::new(name).within(ns))
+                    .and_then(|o| o.metadata.resource_version.clone()),
+            };
+            (rv == want).then_some(())
+        })
+        .await;
+    }
+}
+
+impl Drop for Passes {
+    fn drop(&mut self) {
+        self.watches.abort();
+    }
+}
+
+/// A TerraformCluster or TerraformMachine as a pass's target, read from the API server.
+pub async fn target(client: &Client, ns: &str, kind: &str, name: &str) -> manager::context::Target {
+    use manager::context::Target;
+    match kind {
+        "TerraformCluster" => Target::Cluster(Box::new(
+            Api::<api::cluster::TerraformCluster>::namespaced(client.clone(), ns)
+                .get(name)
+                .await
+                .unwrap(),
+        )),
+        _ => Target::Machine(Box::new(
+            Api::<api::machine::TerraformMachine>::namespaced(client.clone(), ns)
+                .get(name)
+                .await
+                .unwrap(),
+        )),
+    }
 }
