@@ -5,7 +5,7 @@
 # Usage:
 #   hack/testbin.sh                 build every tool that is not cached yet
 #   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes, kustomize,
-#                                   terraform, cluster-api)
+#                                   terraform, cluster-api, promtool)
 #   hack/testbin.sh --rebuild TOOL  delete TOOL's cached directory first, then build it
 #   hack/testbin.sh --print-env     print KEY=PATH lines (no build; paths may not exist yet)
 #   hack/testbin.sh --list          print "tool version dir" lines (no build)
@@ -21,6 +21,7 @@
 #     kustomize-v5.8.1/kustomize
 #     terraform-v1.8.5/terraform
 #     cluster-api-v1.14.2/{capi-manager,kubeadm-bootstrap-manager,kubeadm-control-plane-manager,clusterctl}
+#     promtool-v0.316.0/promtool
 #   <version> is the version of the tool's main module as pinned in
 #   hack/testbin/<tool>/go.mod (the single source of truth; bump it there + `go mod tidy`).
 #
@@ -28,7 +29,7 @@
 #   CAPTF_TESTBIN, CAPTF_TESTBIN_TOFU, CAPTF_TESTBIN_CRANE, CAPTF_TESTBIN_ETCD,
 #   CAPTF_TESTBIN_KUBE_APISERVER, CAPTF_TESTBIN_KUBE_CONTROLLER_MANAGER, CAPTF_TESTBIN_KUSTOMIZE,
 #   CAPTF_TESTBIN_TERRAFORM, CAPTF_TESTBIN_CAPI_MANAGER, CAPTF_TESTBIN_KUBEADM_BOOTSTRAP_MANAGER,
-#   CAPTF_TESTBIN_KUBEADM_CONTROL_PLANE_MANAGER, CAPTF_TESTBIN_CLUSTERCTL
+#   CAPTF_TESTBIN_KUBEADM_CONTROL_PLANE_MANAGER, CAPTF_TESTBIN_CLUSTERCTL, CAPTF_TESTBIN_PROMTOOL
 #
 # Cluster API's CRDs and webhook manifests are not copied anywhere: the test environment reads
 # them from the pinned module in the Go module cache (`--module-dir cluster-api` prints it).
@@ -44,7 +45,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WRAPPERS="$ROOT/hack/testbin"
 TESTBIN="${CAPTF_TESTBIN:-$HOME/.cache/captf/testbin}"
-ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api) # build order: fastest useful first
+ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api promtool) # build order: fastest useful first
 
 # tool -> main module (its version names the directory)
 module_of() {
@@ -56,6 +57,7 @@ module_of() {
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
     terraform) echo github.com/hashicorp/terraform ;;
     cluster-api) echo sigs.k8s.io/cluster-api ;;
+    promtool) echo github.com/prometheus/prometheus ;;
     *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
@@ -75,6 +77,7 @@ binaries_of() {
       "capi-manager=sigs.k8s.io/cluster-api/core" \
       "kubeadm-bootstrap-manager=sigs.k8s.io/cluster-api/bootstrap/kubeadm" \
       "kubeadm-control-plane-manager=sigs.k8s.io/cluster-api/controlplane/kubeadm" ;;
+    promtool) echo "promtool=github.com/prometheus/prometheus/cmd/promtool" ;;
   esac
 }
 
@@ -134,6 +137,11 @@ ldflags_of() {
       minor=${version#v*.}; minor=${minor%%.*}
       echo "-X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor" \
         "-X $pkg.gitTreeState=clean -X $pkg.buildDate=$(release_date "$tool")" ;;
+    promtool)
+      # Prometheus 3.M.P is published as Go module v0.(300+M).P; without this `promtool
+      # --version` reports an empty version.
+      local rest=${version#v0.}
+      echo "-X github.com/prometheus/common/version.Version=3.$((${rest%%.*} - 300)).${rest#*.}" ;;
   esac
 }
 
