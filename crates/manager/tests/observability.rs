@@ -3,7 +3,8 @@
 //! metrics.md): every alert expression passes its `promtool test rules` cases on synthetic series
 //! (config/prometheus/tests/rules_test.yaml), every alert has cases, and every series an alert or
 //! a dashboard panel reads is one the manager exports, or one of the run-pipeline histograms agreed
-//! for a later round ([`NOT_EXPORTED_YET`], listed on the book's "Not built yet" page).
+//! for a later round ([`NOT_EXPORTED_YET`], listed on the book's "Not built yet" page). The
+//! metrics table of the book's manager reference lists exactly the registry's families.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -63,6 +64,19 @@ fn every_family_recorded() -> Metrics {
 /// The series names the manager's registry exposes, from its exposition's `# TYPE` lines:
 /// counters as `<name>_total`, histograms as `<name>_bucket`, `_sum` and `_count`, gauges as
 /// named.
+/// Each registered family's name and type (`counter`, `gauge`, `histogram`).
+fn families() -> Vec<(String, String)> {
+    every_family_recorded()
+        .encode()
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|rest| {
+            let (name, kind) = rest.split_once(' ').expect("`# TYPE name kind`");
+            (name.to_owned(), kind.to_owned())
+        })
+        .collect()
+}
+
 fn exported_series() -> BTreeSet<String> {
     let text = every_family_recorded().encode();
     let mut series = BTreeSet::new();
@@ -300,4 +314,43 @@ fn the_dashboard_is_json_and_charts_only_exported_metrics() {
     ] {
         assert!(charted.contains(needed), "the dashboard charts no {needed}");
     }
+}
+
+#[test]
+fn the_metrics_reference_lists_exactly_the_registered_families() {
+    let page = read(&repo("docs/src/reference/manager.md"));
+    let table = page
+        .split("\n## Metrics\n")
+        .nth(1)
+        .expect("docs/src/reference/manager.md has a Metrics section");
+    let table = table.split("\n## ").next().unwrap_or(table);
+    let documented: BTreeSet<(String, String)> = table
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|l| {
+            let (name, rest) = l.split_once('`').expect("| `name` | type | labels |");
+            let kind = rest
+                .trim_start_matches(" |")
+                .split('|')
+                .next()
+                .unwrap_or("");
+            (name.to_owned(), kind.trim().to_owned())
+        })
+        .collect();
+    // The book names counters as scraped (`_total`), histograms and gauges as registered.
+    let registered: BTreeSet<(String, String)> = families()
+        .into_iter()
+        .map(|(name, kind)| match kind.as_str() {
+            "counter" => (format!("{name}_total"), kind),
+            _ => (name, kind),
+        })
+        .collect();
+    let missing: Vec<_> = registered.difference(&documented).collect();
+    let unknown: Vec<_> = documented.difference(&registered).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "docs/src/reference/manager.md's Metrics table differs from the registry:\n\
+         registered, not documented (or another type): {missing:?}\n\
+         documented, not registered: {unknown:?}"
+    );
 }
