@@ -29,7 +29,9 @@ quickstart: testbin runner-static-dev ## The book's Quick Start with Cluster API
 	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv -p captf-e2e --bins
 	$(CARGO_TARGET_DIR)/debug/quickstart
 
-test: fmt-check clippy docs-check unit ## Everything CI checks: formatting, clippy -D warnings, docs links, all tests.
+# two-clones runs last, after unit, even under -j: it lends this checkout's target/ to its clones.
+test: fmt-check clippy docs-check unit ## Everything CI checks: formatting, clippy -D warnings, docs links, all tests, then the Quick Start from two clones.
+	$(MAKE) --no-print-directory two-clones
 
 e2e: testbin runner-static-dev ## Only the end-to-end suite (Cluster API's real controllers).
 	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv --bins
@@ -71,7 +73,7 @@ mdbook-tool: ## Install mdBook $(MDBOOK_VERSION) from crates.io into $(MDBOOK_RO
 	  CARGO_TARGET_DIR=$(MDBOOK_ROOT).build $(CARGO) install --locked --quiet --no-default-features \
 	    mdbook --version $(MDBOOK_VERSION) --root $(MDBOOK_ROOT) && rm -rf $(MDBOOK_ROOT).build; }
 
-testbin: ## Build the test binaries (kube-apiserver, etcd, tofu, crane, Cluster API, clusterctl) from source into $(CAPTF_TESTBIN).
+testbin: ## Build the test binaries (kube-apiserver, etcd, tofu, crane, Cluster API, clusterctl, cert-manager) from source into $(CAPTF_TESTBIN).
 	hack/testbin.sh
 
 runner-static: ## Build the static runner (release) that the runner image ships.

@@ -5,7 +5,7 @@
 # Usage:
 #   hack/testbin.sh                 build every tool that is not cached yet
 #   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes, kustomize,
-#                                   terraform, cluster-api, promtool)
+#                                   terraform, cluster-api, cert-manager, promtool)
 #   hack/testbin.sh --rebuild TOOL  delete TOOL's cached directory first, then build it
 #   hack/testbin.sh --print-env     print KEY=PATH lines (no build; paths may not exist yet)
 #   hack/testbin.sh --list          print "tool version dir" lines (no build)
@@ -21,6 +21,9 @@
 #     kustomize-v5.8.1/kustomize
 #     terraform-v1.8.5/terraform
 #     cluster-api-v1.14.2/{capi-manager,kubeadm-bootstrap-manager,kubeadm-control-plane-manager,clusterctl}
+#     cert-manager-v1.11.5/{cert-manager-controller,cert-manager-cainjector,cert-manager-webhook,helm}
+#     cert-manager-v1.11.5/cert-manager.yaml   (its install manifest, rendered from its chart by
+#                                               hack/cert-manager-manifest.sh with that helm)
 #     promtool-v0.316.0/promtool
 #   <version> is the version of the tool's main module as pinned in
 #   hack/testbin/<tool>/go.mod (the single source of truth; bump it there + `go mod tidy`).
@@ -29,7 +32,10 @@
 #   CAPTF_TESTBIN, CAPTF_TESTBIN_TOFU, CAPTF_TESTBIN_CRANE, CAPTF_TESTBIN_ETCD,
 #   CAPTF_TESTBIN_KUBE_APISERVER, CAPTF_TESTBIN_KUBE_CONTROLLER_MANAGER, CAPTF_TESTBIN_KUSTOMIZE,
 #   CAPTF_TESTBIN_TERRAFORM, CAPTF_TESTBIN_CAPI_MANAGER, CAPTF_TESTBIN_KUBEADM_BOOTSTRAP_MANAGER,
-#   CAPTF_TESTBIN_KUBEADM_CONTROL_PLANE_MANAGER, CAPTF_TESTBIN_CLUSTERCTL, CAPTF_TESTBIN_PROMTOOL
+#   CAPTF_TESTBIN_KUBEADM_CONTROL_PLANE_MANAGER, CAPTF_TESTBIN_CLUSTERCTL,
+#   CAPTF_TESTBIN_CERT_MANAGER_CONTROLLER, CAPTF_TESTBIN_CERT_MANAGER_CAINJECTOR,
+#   CAPTF_TESTBIN_CERT_MANAGER_WEBHOOK, CAPTF_TESTBIN_HELM, CAPTF_TESTBIN_CERT_MANAGER_MANIFEST,
+#   CAPTF_TESTBIN_PROMTOOL
 #
 # Cluster API's CRDs and webhook manifests are not copied anywhere: the test environment reads
 # them from the pinned module in the Go module cache (`--module-dir cluster-api` prints it).
@@ -45,7 +51,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WRAPPERS="$ROOT/hack/testbin"
 TESTBIN="${CAPTF_TESTBIN:-$HOME/.cache/captf/testbin}"
-ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api promtool) # build order: fastest useful first
+ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api cert-manager promtool) # build order: fastest useful first
 
 # tool -> main module (its version names the directory)
 module_of() {
@@ -57,6 +63,7 @@ module_of() {
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
     terraform) echo github.com/hashicorp/terraform ;;
     cluster-api) echo sigs.k8s.io/cluster-api ;;
+    cert-manager) echo github.com/cert-manager/cert-manager ;;
     promtool) echo github.com/prometheus/prometheus ;;
     *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
   esac
@@ -77,6 +84,13 @@ binaries_of() {
       "capi-manager=sigs.k8s.io/cluster-api/core" \
       "kubeadm-bootstrap-manager=sigs.k8s.io/cluster-api/bootstrap/kubeadm" \
       "kubeadm-control-plane-manager=sigs.k8s.io/cluster-api/controlplane/kubeadm" ;;
+    # v1.11 is the last cert-manager whose main module holds its cmd/ packages (later releases
+    # keep them in modules of their own that the Go module proxy does not serve); helm is the
+    # release cert-manager's own go.mod pins, so the two share one module graph.
+    cert-manager) echo "cert-manager-controller=github.com/cert-manager/cert-manager/cmd/controller" \
+      "cert-manager-cainjector=github.com/cert-manager/cert-manager/cmd/cainjector" \
+      "cert-manager-webhook=github.com/cert-manager/cert-manager/cmd/webhook" \
+      "helm=helm.sh/helm/v3/cmd/helm" ;;
     promtool) echo "promtool=github.com/prometheus/prometheus/cmd/promtool" ;;
   esac
 }
@@ -129,6 +143,10 @@ ldflags_of() {
         out+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
       done
       echo "$out" ;;
+    cert-manager)
+      # Without it the binaries report "canary" as their version.
+      echo "-X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$version" \
+        "-X github.com/cert-manager/cert-manager/pkg/util.AppGitState=clean" ;;
     cluster-api)
       # The managers and clusterctl check versions (clusterctl's contract, the managers' own
       # /version); without these they report an empty version.
@@ -145,22 +163,55 @@ ldflags_of() {
   esac
 }
 
+# Files a tool's directory holds besides its binaries, made by post_build.
+extra_files_of() {
+  case "$1" in
+    cert-manager) echo cert-manager.yaml ;;
+  esac
+}
+
+# Runs after a tool's binaries are built into $2 (the temporary directory).
+post_build() {
+  case "$1" in
+    cert-manager)
+      "$ROOT/hack/cert-manager-manifest.sh" "$(module_dir cert-manager)" "$(version_of cert-manager)" \
+        "$2/helm" >"$2/cert-manager.yaml" ;;
+  esac
+}
+
 is_cached() {
-  local tool=$1 dir pair
+  local tool=$1 dir pair file
   dir=$(dir_of "$tool")
   for pair in $(binaries_of "$tool"); do
     [[ -x "$dir/${pair%%=*}" ]] || return 1
   done
+  for file in $(extra_files_of "$tool"); do
+    [[ -s "$dir/$file" ]] || return 1
+  done
+}
+
+# Sets CPU to the CPU seconds (user + system) of this shell's finished children so far: a build's
+# CPU time, which unlike its wall time does not grow when other work shares the machine. `times`
+# runs in this shell itself (a subshell's children counters start at zero).
+children_cpu() {
+  local f
+  f=$(mktemp)
+  times >"$f"
+  CPU=$(awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] }
+    printf "%d", n }' "$f")
+  rm -f "$f"
 }
 
 build() {
-  local tool=$1 dir tmp pair start
+  local tool=$1 dir tmp pair start cpu
   dir=$(dir_of "$tool")
   if is_cached "$tool"; then
     echo "testbin: $tool $(version_of "$tool") cached ($dir)"
     return
   fi
   start=$SECONDS
+  children_cpu
+  cpu=$CPU
   mkdir -p "$TESTBIN"
   tmp=$(mktemp -d "$TESTBIN/.$tool.XXXXXX")
   # shellcheck disable=SC2064
@@ -174,11 +225,13 @@ build() {
         nice -n 19 go build -trimpath -ldflags "$ldflags" -o "$tmp/${pair%%=*}" "${pair#*=}"
     )
   done
+  post_build "$tool" "$tmp"
   rm -rf "$dir"
   mv "$tmp" "$dir"
   chmod 0755 "$dir"
   trap - EXIT
-  echo "testbin: $tool $(version_of "$tool") built in $((SECONDS - start))s ($dir)"
+  children_cpu
+  echo "testbin: $tool $(version_of "$tool") built in $((SECONDS - start))s, $((CPU - cpu))s of CPU ($dir)"
 }
 
 env_name() { local b=${1^^}; echo "CAPTF_TESTBIN_${b//-/_}"; }
@@ -191,6 +244,7 @@ print_env() {
       echo "$(env_name "${pair%%=*}")=$(dir_of "$tool")/${pair%%=*}"
     done
   done
+  echo "CAPTF_TESTBIN_CERT_MANAGER_MANIFEST=$(dir_of cert-manager)/cert-manager.yaml"
 }
 
 main() {

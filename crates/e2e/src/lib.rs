@@ -6,12 +6,15 @@
 //!
 //! - [`kube_ops`]: the kube API as `kubectl` uses it.
 //! - [`clusterctl`]: `clusterctl generate` and `move`, offline.
+//! - [`install`]: the installation page's commands and the local repositories and image mirror
+//!   of Cluster API and cert-manager, for the install test.
 //! - [`product`]: the manager and webhook processes with the shipped RBAC.
 //! - [`suite`]: the shared environment, images and Job log.
 //! - [`quickstart`]: the Quick Start flow, for test 1 and `make quickstart`.
 //! - [`workload`]: a stand-in workload cluster, where a flow needs Nodes.
 
 pub mod clusterctl;
+pub mod install;
 pub mod kube_ops;
 pub mod product;
 pub mod quickstart;

@@ -2,6 +2,7 @@
 //! driven by `clusterctl` and the kube API exactly as its commands are: used verbatim by
 //! end-to-end test 1 and by `make quickstart`, which prints the progress for a person.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
@@ -10,7 +11,7 @@ use sha2::Digest as _;
 
 use crate::clusterctl::{Clusterctl, template};
 use crate::kube_ops::{CAPI, INFRA, Kube, condition, is_true, name_of};
-use crate::suite::{JobLog, Suite};
+use crate::suite::{Images, JobLog, Suite};
 
 /// How long one object may take to come up or go away.
 pub const WAIT: Duration = Duration::from_secs(600);
@@ -157,13 +158,24 @@ pub async fn apply_identity(
 
 /// The clusterctl of a cluster flavor: images and identity set as the book exports them.
 pub fn flavor_clusterctl(suite: &Suite, identity: &str) -> anyhow::Result<Clusterctl> {
-    Ok(
-        Clusterctl::new(&suite.env.endpoints().dir.join("clusterctl"))?
-            .var("TERRAFORM_CLUSTER_IMAGE", &suite.images.cluster)
-            .var("TERRAFORM_MACHINE_IMAGE", &suite.images.machine)
-            .var("TERRAFORM_MACHINEPOOL_IMAGE", &suite.images.machinepool)
-            .var("TERRAFORM_IDENTITY_NAME", identity),
+    flavor_clusterctl_in(
+        &suite.env.endpoints().dir.join("clusterctl"),
+        &suite.images,
+        identity,
     )
+}
+
+/// [`flavor_clusterctl`] with its config in `dir` and the given images.
+pub fn flavor_clusterctl_in(
+    dir: &Path,
+    images: &Images,
+    identity: &str,
+) -> anyhow::Result<Clusterctl> {
+    Ok(Clusterctl::new(dir)?
+        .var("TERRAFORM_CLUSTER_IMAGE", &images.cluster)
+        .var("TERRAFORM_MACHINE_IMAGE", &images.machine)
+        .var("TERRAFORM_MACHINEPOOL_IMAGE", &images.machinepool)
+        .var("TERRAFORM_IDENTITY_NAME", identity))
 }
 
 /// The control-plane Machine of `cluster` once KubeadmControlPlane created it.
@@ -478,10 +490,24 @@ pub async fn run(
     keep: bool,
 ) -> anyhow::Result<Figures> {
     let clusterctl = flavor_clusterctl(suite, identity)?;
+    run_with(&clusterctl, kube, ns, identity, name, progress, keep).await
+}
+
+/// [`run`] with the clusterctl of the flavors given (its images and identity set): for an
+/// install that is not the suite's, such as `clusterctl init`'s.
+pub async fn run_with(
+    clusterctl: &Clusterctl,
+    kube: &Kube,
+    ns: &str,
+    identity: &str,
+    name: &str,
+    progress: &Progress,
+    keep: bool,
+) -> anyhow::Result<Figures> {
     progress.step(&format!(
         "applying identity {identity} (templates/identity.yaml) for namespace {ns}"
     ));
-    let id = apply_identity(kube, &clusterctl, identity, ns).await?;
+    let id = apply_identity(kube, clusterctl, identity, ns).await?;
     progress.step(&format!(
         "identity {identity} Ready: {}",
         cond_cell(&id, "Ready")

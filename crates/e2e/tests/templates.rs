@@ -152,7 +152,7 @@ fn the_clusterclass_flavor_sets_the_three_topology_variables() {
 }
 
 #[test]
-fn the_noop_clusterclass_has_no_variables_and_placeholder_images() {
+fn the_noop_clusterclass_has_no_variables_placeholder_images_and_no_identity() {
     let text = std::fs::read_to_string(template("clusterclass-noop.yaml")).unwrap();
     assert!(
         !text.contains("${"),
@@ -170,6 +170,17 @@ fn the_noop_clusterclass_has_no_variables_and_placeholder_images() {
             "example.invalid/captf/set-by-clusterclass:unset"
         );
     }
+    // The identity comes from the class's identity patch alone: the template names none (only a
+    // TerraformCluster must), so no placeholder identity can reach a cluster.
+    let cluster_template = docs
+        .iter()
+        .find(|d| d["kind"] == "TerraformClusterTemplate")
+        .unwrap();
+    assert!(
+        cluster_template["spec"]["template"]["spec"]["identityRef"].is_null(),
+        "{cluster_template:#}"
+    );
+    assert!(!text.contains("name: set-by-clusterclass"));
     let class = docs.iter().find(|d| d["kind"] == "ClusterClass").unwrap();
     let required: Vec<&str> = class["spec"]["variables"]
         .as_array()

@@ -67,6 +67,17 @@ pub struct TestEnv {
     kubelet: OnceLock<Result<KubeletInfo, String>>,
 }
 
+/// What a new environment holds besides its control plane and pod network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Nothing: a management cluster before `clusterctl init`.
+    Empty,
+    /// CAPTF's and Cluster API's CRDs, CAPTF in clusterctl's inventory.
+    Crds,
+    /// That, with Cluster API's managers running.
+    WithCapi,
+}
+
 static SHARED: OnceLock<Result<TestEnv, String>> = OnceLock::new();
 static SHARED_WITH_CAPI: OnceLock<Result<TestEnv, String>> = OnceLock::new();
 
@@ -122,6 +133,25 @@ impl TestEnv {
     /// Cluster API's managers when `with_capi`. It stops when dropped. Starting runs on a thread
     /// of its own: it blocks on its own runtime, and callers may be inside a tokio runtime.
     pub fn start_new(name: &str, with_capi: bool) -> anyhow::Result<TestEnv> {
+        Self::start_kind(
+            name,
+            if with_capi {
+                Kind::WithCapi
+            } else {
+                Kind::Crds
+            },
+        )
+    }
+
+    /// Starts a new, empty environment of its own (not shared), as a fresh management cluster
+    /// is before `clusterctl init`: the control plane and the pod network, no CRDs, nothing in
+    /// clusterctl's inventory. The registry and the kubelet start on first use, as for any
+    /// environment. It stops when dropped.
+    pub fn start_empty(name: &str) -> anyhow::Result<TestEnv> {
+        Self::start_kind(name, Kind::Empty)
+    }
+
+    fn start_kind(name: &str, kind: Kind) -> anyhow::Result<TestEnv> {
         let name = name.to_owned();
         std::thread::Builder::new()
             .name("captf-testenv".into())
@@ -132,7 +162,10 @@ impl TestEnv {
                     .map_err(|e| format!("the pod network failed to start: {e:#}"));
                 let extra_ips: Vec<_> = network.iter().map(|n| n.gateway()).collect();
                 let mut cp = ControlPlane::start_with(&dir, &extra_ips)?;
-                let mut env = if with_capi {
+                if kind == Kind::Empty {
+                    return Ok(TestEnv::new(cp, network));
+                }
+                let mut env = if kind == Kind::WithCapi {
                     let mut captf =
                         control_plane::read_crds(&[repo_root().join("config/crd/bases")])?;
                     crate::capi::label_captf_crds(&mut captf);

@@ -63,6 +63,19 @@ const TOOLS: &[Tool] = &[
         ],
     },
     Tool {
+        name: "cert-manager",
+        module: "github.com/cert-manager/cert-manager",
+        go_mod: include_str!("../../../hack/testbin/cert-manager/go.mod"),
+        // `cert-manager.yaml` is its install manifest, rendered from its chart with this `helm`.
+        binaries: &[
+            "cert-manager-controller",
+            "cert-manager-cainjector",
+            "cert-manager-webhook",
+            "helm",
+            "cert-manager.yaml",
+        ],
+    },
+    Tool {
         name: "promtool",
         module: "github.com/prometheus/prometheus",
         go_mod: include_str!("../../../hack/testbin/promtool/go.mod"),
@@ -101,7 +114,8 @@ fn tool(name: &str) -> anyhow::Result<&'static Tool> {
         .ok_or_else(|| anyhow::anyhow!("unknown test tool {name:?}"))
 }
 
-/// The pinned version of `tool` (`tofu`, `crane`, `etcd`, `kubernetes`, `cluster-api`).
+/// The pinned version of `tool` (`tofu`, `crane`, `etcd`, `kubernetes`, `cluster-api`,
+/// `cert-manager`, ...).
 pub fn version(tool: &str) -> anyhow::Result<String> {
     let t = self::tool(tool)?;
     pinned_version(t.go_mod, t.module)
