@@ -6,7 +6,7 @@
 //! The code's names are read from the source of `constants.rs`, so a constant added there
 //! without its page fails here.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 const CONSTANTS: &str = include_str!("../src/constants.rs");
@@ -157,4 +157,139 @@ fn the_events_page_names_exactly_the_codes_event_reasons() {
         &book_manager.union(&not_emitted).cloned().collect(),
     );
     assert_same("runner event reasons", &runner, &book_runner);
+}
+
+/// Every text in backticks in `text`, as written.
+fn backticked(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// One rule grant: (API group, resource or non-resource URL, verb).
+type Grant = (String, String, String);
+
+/// The rules of every Role and ClusterRole the manifests define, by name. A resource limited to
+/// `resourceNames` is spelled `resource[name]`; a non-resource URL has the group `(non-resource)`.
+fn manifest_roles() -> BTreeMap<String, BTreeSet<Grant>> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("rbac"))
+        .expect("config/rbac")
+        .map(|e| e.expect("config/rbac entry").path())
+        .collect();
+    files.push(root.join("webhook/role.yaml"));
+    let mut roles = BTreeMap::new();
+    for file in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "yaml"))
+    {
+        let text = std::fs::read_to_string(file).expect("manifest");
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        for doc in docs
+            .iter()
+            .filter(|d| d["kind"] == "Role" || d["kind"] == "ClusterRole")
+        {
+            let strings = |v: &serde_json::Value| -> Vec<String> {
+                v.as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|s| s.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let mut grants = BTreeSet::new();
+            for rule in doc["rules"].as_array().expect("rules") {
+                let names = strings(&rule["resourceNames"]);
+                let targets: Vec<(String, String)> = if rule["nonResourceURLs"].is_array() {
+                    strings(&rule["nonResourceURLs"])
+                        .into_iter()
+                        .map(|u| ("(non-resource)".to_owned(), u))
+                        .collect()
+                } else {
+                    let mut t = Vec::new();
+                    for g in strings(&rule["apiGroups"]) {
+                        for r in strings(&rule["resources"]) {
+                            let r = if names.is_empty() {
+                                r
+                            } else {
+                                format!("{r}[{}]", names.join(","))
+                            };
+                            t.push((g.clone(), r));
+                        }
+                    }
+                    t
+                };
+                for (g, r) in targets {
+                    for v in strings(&rule["verbs"]) {
+                        grants.insert((g.clone(), r.clone(), v));
+                    }
+                }
+            }
+            let name = doc["metadata"]["name"].as_str().expect("name").to_owned();
+            roles.insert(name, grants);
+        }
+    }
+    roles
+}
+
+/// The rules the RBAC page's tables give each role (the last name in backticks of a section's
+/// heading), read as `manifest_roles` spells them.
+fn page_roles(page: &str) -> BTreeMap<String, BTreeSet<Grant>> {
+    let mut roles = BTreeMap::new();
+    for (heading, body) in sections(page) {
+        let Some(name) = backticked(heading).last().map(|s| (*s).to_owned()) else {
+            continue;
+        };
+        let mut grants = BTreeSet::new();
+        for row in body
+            .lines()
+            .filter(|l| l.starts_with("| `") || l.starts_with("| ("))
+        {
+            let c = cells(row);
+            let group = match c[0] {
+                "(core)" => String::new(),
+                "(non-resource)" => "(non-resource)".to_owned(),
+                g => g.trim_matches('`').to_owned(),
+            };
+            let resources: Vec<String> = match c[1].split_once(" (") {
+                Some((r, only)) => vec![format!(
+                    "{}[{}]",
+                    r.trim_matches('`'),
+                    backticked(only).join(",")
+                )],
+                None => backticked(c[1]).into_iter().map(str::to_owned).collect(),
+            };
+            for r in &resources {
+                for v in backticked(c[2]) {
+                    grants.insert((group.clone(), r.clone(), v.to_owned()));
+                }
+            }
+        }
+        assert!(
+            !grants.is_empty(),
+            "rbac.md: section {heading:?} has no rules"
+        );
+        roles.insert(name, grants);
+    }
+    roles
+}
+
+#[test]
+fn the_rbac_page_gives_each_role_exactly_its_manifests_rules() {
+    let manifests = manifest_roles();
+    assert!(manifests.len() >= 5, "{:?}", manifests.keys());
+    let book = page_roles(&page("rbac.md"));
+    assert_eq!(
+        manifests.keys().collect::<Vec<_>>(),
+        book.keys().collect::<Vec<_>>(),
+        "the roles of config/rbac and config/webhook/role.yaml, and the sections of rbac.md"
+    );
+    for (name, grants) in &manifests {
+        let fmt = |s: &BTreeSet<Grant>| s.iter().map(|(g, r, v)| format!("{g}/{r}:{v}")).collect();
+        assert_same(
+            &format!("the rules of {name}"),
+            &fmt(grants),
+            &fmt(&book[name]),
+        );
+    }
 }
