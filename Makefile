@@ -20,7 +20,7 @@ export CAPTF_RUNNER_BIN ?= $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/debug/runner
 
 .PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
-	testenv-deps pre-commit-tool
+	testenv-deps pre-commit-tool mdbook-tool
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -57,8 +57,21 @@ unit: testbin runner-static-dev testenv-deps pre-commit-tool ## All tests of the
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
 	$(CARGO) run --locked -q -p captf-api --bin crdgen -- .
 
-docs-check: ## Every page docs/src/SUMMARY.md links to exists.
+docs-check: mdbook-tool ## The book: every page is in docs/src/SUMMARY.md, every relative link and anchor resolves, and `mdbook build` succeeds.
 	hack/check-docs.sh
+	@out=$$($(CAPTF_MDBOOK) build docs --dest-dir $(CARGO_TARGET_DIR)/book 2>&1) || { echo "$$out" >&2; exit 1; }; \
+	  if grep -E '\b(WARN|ERROR)\b' <<<"$$out" >&2; then echo "docs-check: mdbook build warned" >&2; exit 1; fi
+
+# mdBook from crates.io, pinned, built once into $(MDBOOK_ROOT) outside the clone (its build
+# directory is removed afterwards). No default features: no `serve`, no `watch`.
+MDBOOK_VERSION := 0.5.4
+MDBOOK_ROOT ?= $(CAPTF_CACHE)/mdbook-$(MDBOOK_VERSION)
+export CAPTF_MDBOOK ?= $(MDBOOK_ROOT)/bin/mdbook
+
+mdbook-tool: ## Install mdBook $(MDBOOK_VERSION) from crates.io into $(MDBOOK_ROOT) (docs-check runs it).
+	@test -x $(CAPTF_MDBOOK) || { rm -rf $(MDBOOK_ROOT).build && \
+	  CARGO_TARGET_DIR=$(MDBOOK_ROOT).build $(CARGO) install --locked --quiet --no-default-features \
+	    mdbook --version $(MDBOOK_VERSION) --root $(MDBOOK_ROOT) && rm -rf $(MDBOOK_ROOT).build; }
 
 testbin: ## Build the test binaries (kube-apiserver, etcd, tofu, crane, Cluster API, clusterctl, cert-manager) from source into $(CAPTF_TESTBIN).
 	hack/testbin.sh

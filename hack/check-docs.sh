@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks that every page docs/src/SUMMARY.md links to exists, and that every page under docs/src
-# is reachable from SUMMARY.md (an orphan page is a page nobody finds).
+# is reachable from SUMMARY.md (an orphan page is a page nobody finds), and that every relative
+# link of every page leads to a file and heading that exist.
 set -euo pipefail
 cd "$(dirname "$0")/../docs/src"
 status=0
@@ -19,4 +20,37 @@ while IFS= read -r page; do
     status=1
   fi
 done < <(find . -name '*.md' | sort)
+# Every relative link of every page resolves: the linked file exists and, for `page.md#anchor`
+# or `#anchor`, the page has a heading with that anchor (mdBook's: lowercased, punctuation
+# dropped, spaces as dashes). Code blocks and inline code are skipped.
+anchors_of() {
+  awk '/^```/{code=!code; next} !code && /^#+ /' "$1" |
+    sed -E 's/^#+ +//; s/[[:space:]]+$//' | tr '[:upper:]' '[:lower:]' |
+    sed -E 's/`//g; s/[^a-z0-9 _-]//g; s/ /-/g'
+}
+while IFS= read -r page; do
+  page=${page#./}
+  dir=$(dirname "$page")
+  links=$(awk '/^```/{code=!code; next} !code' "$page" | sed -E 's/`[^`]*`//g' |
+    grep -oE '\]\([^) ]+\)' | sed -E 's/^\]\(//; s/\)$//' || true)
+  for link in $links; do
+    case "$link" in http://* | https://* | mailto:*) continue ;; esac
+    file=${link%%#*}
+    anchor=
+    [[ "$link" == *"#"* ]] && anchor=${link#*#}
+    target=$page
+    if [[ -n "$file" ]]; then
+      target=$dir/$file
+      if [[ ! -e "$target" ]]; then
+        echo "docs/src/$page links to missing $link" >&2
+        status=1
+        continue
+      fi
+    fi
+    if [[ -n "$anchor" && "$target" == *.md ]] && ! anchors_of "$target" | grep -qxF "$anchor"; then
+      echo "docs/src/$page links to $link: no heading with that anchor" >&2
+      status=1
+    fi
+  done
+done < <(find . -name '*.md' ! -name SUMMARY.md | sort)
 exit $status

@@ -5,7 +5,7 @@
 # Usage:
 #   hack/testbin.sh                 build every tool that is not cached yet
 #   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes, kustomize,
-#                                   terraform, cluster-api, cert-manager)
+#                                   terraform, cluster-api, cert-manager, promtool)
 #   hack/testbin.sh --rebuild TOOL  delete TOOL's cached directory first, then build it
 #   hack/testbin.sh --print-env     print KEY=PATH lines (no build; paths may not exist yet)
 #   hack/testbin.sh --list          print "tool version dir" lines (no build)
@@ -24,6 +24,7 @@
 #     cert-manager-v1.11.5/{cert-manager-controller,cert-manager-cainjector,cert-manager-webhook,helm}
 #     cert-manager-v1.11.5/cert-manager.yaml   (its install manifest, rendered from its chart by
 #                                               hack/cert-manager-manifest.sh with that helm)
+#     promtool-v0.316.0/promtool
 #   <version> is the version of the tool's main module as pinned in
 #   hack/testbin/<tool>/go.mod (the single source of truth; bump it there + `go mod tidy`).
 #
@@ -33,7 +34,8 @@
 #   CAPTF_TESTBIN_TERRAFORM, CAPTF_TESTBIN_CAPI_MANAGER, CAPTF_TESTBIN_KUBEADM_BOOTSTRAP_MANAGER,
 #   CAPTF_TESTBIN_KUBEADM_CONTROL_PLANE_MANAGER, CAPTF_TESTBIN_CLUSTERCTL,
 #   CAPTF_TESTBIN_CERT_MANAGER_CONTROLLER, CAPTF_TESTBIN_CERT_MANAGER_CAINJECTOR,
-#   CAPTF_TESTBIN_CERT_MANAGER_WEBHOOK, CAPTF_TESTBIN_HELM, CAPTF_TESTBIN_CERT_MANAGER_MANIFEST
+#   CAPTF_TESTBIN_CERT_MANAGER_WEBHOOK, CAPTF_TESTBIN_HELM, CAPTF_TESTBIN_CERT_MANAGER_MANIFEST,
+#   CAPTF_TESTBIN_PROMTOOL
 #
 # Cluster API's CRDs and webhook manifests are not copied anywhere: the test environment reads
 # them from the pinned module in the Go module cache (`--module-dir cluster-api` prints it).
@@ -49,7 +51,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WRAPPERS="$ROOT/hack/testbin"
 TESTBIN="${CAPTF_TESTBIN:-$HOME/.cache/captf/testbin}"
-ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api cert-manager) # build order: fastest useful first
+ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api cert-manager promtool) # build order: fastest useful first
 
 # tool -> main module (its version names the directory)
 module_of() {
@@ -62,6 +64,7 @@ module_of() {
     terraform) echo github.com/hashicorp/terraform ;;
     cluster-api) echo sigs.k8s.io/cluster-api ;;
     cert-manager) echo github.com/cert-manager/cert-manager ;;
+    promtool) echo github.com/prometheus/prometheus ;;
     *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
@@ -88,6 +91,7 @@ binaries_of() {
       "cert-manager-cainjector=github.com/cert-manager/cert-manager/cmd/cainjector" \
       "cert-manager-webhook=github.com/cert-manager/cert-manager/cmd/webhook" \
       "helm=helm.sh/helm/v3/cmd/helm" ;;
+    promtool) echo "promtool=github.com/prometheus/prometheus/cmd/promtool" ;;
   esac
 }
 
@@ -151,6 +155,11 @@ ldflags_of() {
       minor=${version#v*.}; minor=${minor%%.*}
       echo "-X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor" \
         "-X $pkg.gitTreeState=clean -X $pkg.buildDate=$(release_date "$tool")" ;;
+    promtool)
+      # Prometheus 3.M.P is published as Go module v0.(300+M).P; without this `promtool
+      # --version` reports an empty version.
+      local rest=${version#v0.}
+      echo "-X github.com/prometheus/common/version.Version=3.$((${rest%%.*} - 300)).${rest#*.}" ;;
   esac
 }
 

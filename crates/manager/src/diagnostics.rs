@@ -288,7 +288,7 @@ pub async fn serve_on(
             )?;
             let (tls, reload) = metrics_tls(&cert_dir, &policy)?;
             watcher = reload;
-            let router = shared::metrics_router(encode, DiagnosticsAuth::Kubernetes(client));
+            let router = shared::diagnostics_router(encode, DiagnosticsAuth::Kubernetes(client));
             servers.spawn("diagnostics", l, router, Some(tls))?;
         }
     }

@@ -10,6 +10,9 @@ use manager::context::{Context, Settings};
 use manager::leader::Election;
 use manager::metrics::Metrics;
 
+// jemalloc with heap sampling from start-up, for `/debug/pprof/heap`.
+serving::heap_profiled!();
+
 /// Parses a Go-style duration (`30m`, `10m0s`, `15s`, `1h30m`, `500ms`).
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let mut total = Duration::ZERO;
@@ -136,24 +139,24 @@ enum Command {
     Version,
 }
 
-fn init_logging(cli: &Cli) -> anyhow::Result<()> {
-    let level = match cli.verbosity {
+/// The log filter of a verbosity (`-v`, and `PUT /debug/flags/v` at run time).
+fn log_filter(verbosity: u8) -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::new(match verbosity {
         0 => "warn",
         1 => "info,manager=info",
         2 => "info",
         3 | 4 => "debug",
         _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(level)?;
-    match cli.logging_format.as_str() {
-        "text" => tracing_subscriber::fmt().with_env_filter(filter).init(),
-        "json" => tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(filter)
-            .init(),
-        other => bail!("--logging-format must be text or json, not {other:?}"),
-    }
-    Ok(())
+    })
+}
+
+fn init_logging(cli: &Cli) -> anyhow::Result<()> {
+    serving::debug::init_logging(
+        &cli.logging_format,
+        cli.verbosity,
+        log_filter(cli.verbosity),
+        log_filter,
+    )
 }
 
 async fn client(kubeconfig: Option<&str>) -> anyhow::Result<kube::Client> {

@@ -3,9 +3,10 @@
 //! `--diagnostics-address`, the TLS policy of `--tls-min-version`, `--tls-cipher-suites` and
 //! `--tls-curve-preferences`, serving certificates read from files and reloaded when they rotate,
 //! the `/metrics` endpoint behind Kubernetes authentication (TokenReview) and authorization
-//! (SubjectAccessReview of the URL path and verb), the `/healthz` and `/readyz` endpoints, and
-//! [`Servers`], which runs a set of listeners until shutdown or the first one that stops on its
-//! own.
+//! (SubjectAccessReview of the URL path and verb), the profiling and log-level endpoints under
+//! `/debug/` behind the same authentication ([`debug`]), the `/healthz` and `/readyz` endpoints,
+//! and [`Servers`], which runs a set of listeners until shutdown or the first one that stops on
+//! its own.
 //!
 //! Nothing here knows about admission or reconciling: each binary brings its own routers, metrics
 //! and readiness. TLS is rustls on ring only. A library crate, so that no binary crate depends on
@@ -33,6 +34,8 @@ use kube::api::PostParams;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use sha2::{Digest, Sha256};
+
+pub mod debug;
 
 /// The lowest TLS version the HTTPS listeners accept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -399,6 +402,22 @@ where
             }
         }),
     )
+}
+
+/// The diagnostics router of `--diagnostics-address`: `/metrics` ([`metrics_router`]), and with
+/// Kubernetes authentication also the `/debug/` endpoints ([`debug::debug_router`]).
+/// `--insecure-diagnostics` ([`DiagnosticsAuth::Open`]) serves metrics only: profiles and the log
+/// level are never open to anyone.
+pub fn diagnostics_router<E>(encode: E, auth: DiagnosticsAuth) -> Router
+where
+    E: Fn() -> String + Clone + Send + Sync + 'static,
+{
+    match auth {
+        DiagnosticsAuth::Open => metrics_router(encode, auth),
+        DiagnosticsAuth::Kubernetes(_) => {
+            metrics_router(encode, auth.clone()).merge(debug::debug_router(&auth))
+        }
+    }
 }
 
 /// Liveness (`/healthz`, always ok while serving) and readiness (`/readyz`, ok while `ready` is

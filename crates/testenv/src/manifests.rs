@@ -125,6 +125,8 @@ pub fn third_party_crd_files() -> anyhow::Result<Vec<PathBuf>> {
         cert_manager.join("deploy/crds/cert-manager.io_issuers.yaml"),
         prometheus
             .join("example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"),
+        prometheus
+            .join("example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"),
     ];
     for f in &files {
         anyhow::ensure!(f.is_file(), "no CRD file at {}", f.display());

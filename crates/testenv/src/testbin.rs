@@ -75,6 +75,12 @@ const TOOLS: &[Tool] = &[
             "cert-manager.yaml",
         ],
     },
+    Tool {
+        name: "promtool",
+        module: "github.com/prometheus/prometheus",
+        go_mod: include_str!("../../../hack/testbin/promtool/go.mod"),
+        binaries: &["promtool"],
+    },
 ];
 
 /// The root directory of the test binaries.
@@ -117,7 +123,7 @@ pub fn version(tool: &str) -> anyhow::Result<String> {
 }
 
 /// The path of a test binary (`tofu`, `crane`, `etcd`, `kube-apiserver`,
-/// `kube-controller-manager`), or an error that says how to build it.
+/// `kube-controller-manager`, `promtool`, ...), or an error that says how to build it.
 pub fn path(binary: &str) -> anyhow::Result<PathBuf> {
     let tool = TOOLS
         .iter()

@@ -12,6 +12,9 @@ use webhook::lookups::KubeLookups;
 use webhook::metrics::Metrics;
 use webhook::server::{self, DiagnosticsAuth, Listeners, Settings};
 
+// jemalloc with heap sampling from start-up, for `/debug/pprof/heap`.
+serving::heap_profiled!();
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Version) = cli.command {
@@ -20,7 +23,10 @@ fn main() -> ExitCode {
     }
     // One TLS crypto provider for the whole process (kube's client and our servers): ring.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    init_logging(&cli.serve);
+    if let Err(e) = init_logging(&cli.serve) {
+        eprintln!("webhook: cannot start logging: {e:#}");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -40,20 +46,23 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(args: &ServeArgs) {
-    let level = match args.verbosity {
+/// The log filter of a verbosity (`-v`, and `PUT /debug/flags/v` at run time).
+fn log_filter(verbosity: u8) -> EnvFilter {
+    EnvFilter::new(match verbosity {
         0..=3 => "info",
         4..=5 => "debug",
         _ => "trace",
+    })
+}
+
+fn init_logging(args: &ServeArgs) -> anyhow::Result<()> {
+    // RUST_LOG, when set, wins at start; `PUT /debug/flags/v` replaces it.
+    let initial = EnvFilter::try_from_default_env().unwrap_or_else(|_| log_filter(args.verbosity));
+    let format = match args.logging_format {
+        LogFormat::Json => "json",
+        LogFormat::Text => "text",
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match args.logging_format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.init(),
-    }
+    serving::debug::init_logging(format, args.verbosity, initial, log_filter)
 }
 
 async fn client(args: &ServeArgs) -> anyhow::Result<kube::Client> {

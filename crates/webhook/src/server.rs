@@ -184,9 +184,10 @@ pub fn health_router<L: Lookups>(state: &AppState<L>) -> Router {
     diagnostics::health_router(state.ready.clone())
 }
 
-/// The diagnostics router: `GET /metrics`.
+/// The diagnostics router: `GET /metrics`, and behind Kubernetes authentication the profiling and
+/// log-level endpoints under `/debug/` (see [`diagnostics::debug`]).
 pub fn diagnostics_router(metrics: Metrics, auth: DiagnosticsAuth) -> Router {
-    diagnostics::metrics_router(move || metrics.encode(), auth)
+    diagnostics::diagnostics_router(move || metrics.encode(), auth)
 }
 
 /// Bound listeners, so a caller (or a test) knows the ports before serving.
