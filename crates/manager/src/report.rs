@@ -563,6 +563,43 @@ mod tests {
         );
     }
 
+    /// Finding 7: a held foreign lock does not flip `StateReadable` inside a pass. Observe reads
+    /// the state (`True/StateRead`), Act finds the lock held by someone else (`False/StateLocked`):
+    /// on an object already reporting the lock, that is no transition, no event, and the
+    /// condition keeps its `lastTransitionTime` (so no status write every 30 s).
+    #[test]
+    fn a_held_foreign_lock_does_not_flip_state_readable_inside_a_pass() {
+        let mut before = healthy();
+        before.push(condition(
+            ctype::STATE_READABLE,
+            "False",
+            reasons::STATE_LOCKED,
+            100,
+        ));
+        let r = run(&observed(), &nothing(), before, |f| {
+            f.set(
+                ctype::STATE_READABLE,
+                ConditionStatus::True,
+                reasons::STATE_READ,
+                "State serial 4 read",
+            );
+            f.set(
+                ctype::STATE_READABLE,
+                ConditionStatus::False,
+                reasons::STATE_LOCKED,
+                "The state lock is held by someone@elsewhere",
+            );
+        });
+        assert!(r.transitions.is_empty(), "{:?}", r.transitions);
+        assert!(r.events.events().is_empty(), "{:?}", r.events.events());
+        let c = get(&r, ctype::STATE_READABLE);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", reasons::STATE_LOCKED)
+        );
+        assert_eq!(c.last_transition_time, at(100));
+    }
+
     /// A transition is announced once, with the event its condition documents.
     #[test]
     fn a_net_transition_is_announced() {
