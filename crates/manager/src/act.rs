@@ -23,7 +23,6 @@ use kube::api::PostParams;
 use kube::runtime::controller::Action;
 use tracing::{info, warn};
 
-use crate::context::StatusDraft;
 use crate::decide::{self, Decision, StartJob, WaitReason};
 use crate::kubeutil::{delete_opt, is_conflict};
 use crate::leases::{self, Take};
@@ -267,10 +266,7 @@ async fn start_job(
 /// Under applyPolicy Manual an apply (but the first) runs only the plan reviewed in status.plan:
 /// approved, or without changes.
 fn expected_plan(p: &Pass<'_>, start: &StartJob) -> Option<String> {
-    let StatusDraft::Cluster(cs) = &p.draft else {
-        return None;
-    };
-    let plan = cs.plan.as_ref()?;
+    let plan = p.facts.plan()?;
     let manual = crate::workload::apply_policy(p.target) == ApplyPolicy::Manual;
     (manual && start.operation == Operation::Apply && plan.inputs_hash == start.inputs_hash)
         .then(|| plan.plan_hash.clone())
@@ -483,7 +479,7 @@ async fn record_user_endpoint(p: &mut Pass<'_>, o: &Observation) -> Result<(), E
     };
     let record = contract::inputs::cluster::endpoint_source_to_record(
         target.annotation(annotations::ENDPOINT_SOURCE),
-        !p.draft.provisioned(),
+        !p.facts.provisioned(),
         inputs::endpoint(
             o.owner
                 .cluster

@@ -1,14 +1,14 @@
 //! Bookkeeping of finished Jobs (spec: The Reconcile Lifecycle "Bookkeeping"; Security Model
 //! "Image pinning by digest"; INTERFACE-FACTS §5 "Result document", §6 Job annotations): reading
-//! how each finished Job ended from its pod's termination message, recording it in
-//! `status.lastRun` and the Job conditions, pinning the image digest of a succeeded apply,
+//! how each finished Job ended from its pod's termination message, recording it (with its result
+//! document, as a [`crate::status::Fact`] Report turns into `status.lastRun` and `status.plan`)
+//! and the findings for the Job conditions, pinning the image digest of a succeeded apply,
 //! adopting its state, deleting the per-run Secret and giving the leases back. The Job itself is
 //! annotated `captf.io/bookkept` only after the pass's status patch has landed.
 
 use std::time::SystemTime;
 
 use api::constants::{annotations, conditions as ctype, events, labels, reasons};
-use api::status::{DriftSummary, LastRun, RunError, RunStep};
 use contract::health::ConditionStatus;
 use contract::names::Operation;
 use contract::result::{ErrorKind, ResultDocument};
@@ -25,7 +25,6 @@ use kube::api::{Patch, PatchParams};
 
 use crate::caches::Caches;
 use crate::conditions::Findings;
-use crate::context::StatusDraft;
 use crate::decide::{JobOutcome, JobRecord};
 use crate::durable::Durable;
 use crate::events::Outbox;
@@ -34,6 +33,7 @@ use crate::leases;
 use crate::metrics::Metrics;
 use crate::observe::Observation;
 use crate::reconcile::{Error, Pass};
+use crate::status::{Fact, FinishedRun, plan_preview};
 
 /// The container that runs the runner.
 pub const SOURCE_CONTAINER: &str = "source";
@@ -276,124 +276,6 @@ pub fn job_record(
             || status.succeeded.unwrap_or(0) > 0
             || status.failed.unwrap_or(0) > 0,
     })
-}
-
-/// A result-document string within the CRD's bounds for its status field: at most `max` bytes
-/// (cut on a character boundary), and absent when empty (every such field has `minLength: 1`).
-fn bounded(text: &str, max: usize) -> Option<String> {
-    Some(contract::result::cap(text, max)).filter(|s| !s.is_empty())
-}
-
-/// A result-document count within the CRD's bounds (`minimum: 0`, an int32).
-fn bounded_count(n: u64) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
-}
-
-/// A list of result-document strings within the CRD's bounds: at most `items` entries of at most
-/// `max` bytes each, no empty one; absent when none is left.
-fn bounded_list(list: &[String], items: usize, max: usize) -> Option<Vec<String>> {
-    let kept: Vec<String> = list
-        .iter()
-        .filter_map(|s| bounded(s, max))
-        .take(items)
-        .collect();
-    Some(kept).filter(|k| !k.is_empty())
-}
-
-/// The CRD's bounds of the status fields filled from a result document (crates/api `status`).
-mod bounds {
-    /// `lastRun.steps`: items.
-    pub const STEPS: usize = 16;
-    /// `lastRun.steps[].name`, `lastRun.error.step`.
-    pub const STEP_NAME: usize = 64;
-    /// `lastRun.error.summary`.
-    pub const SUMMARY: usize = 512;
-    /// `lastRun.drift.resources`: items, and each.
-    pub const DRIFT_RESOURCES: (usize, usize) = (20, 512);
-    /// `plan.resources`: items, and each.
-    pub const PLAN_RESOURCES: (usize, usize) = (50, 600);
-    /// `plan.planHash`.
-    pub const PLAN_HASH: usize = 128;
-}
-
-/// `status.lastRun` from a finished Job and its result document; steps map `{name, exit,
-/// seconds}` to `{name, exitCode, durationMilliseconds}`. Every field copied from the result
-/// document is clamped to the CRD's bounds, so no runner (or module image that replaced it)
-/// can make the status write fail.
-pub fn last_run(
-    record: &JobRecord,
-    job: &Job,
-    result: Option<&ResultDocument>,
-    outcome: JobOutcome,
-) -> LastRun {
-    let steps: Vec<RunStep> = result
-        .map(|r| {
-            r.steps
-                .iter()
-                .take(bounds::STEPS)
-                .map(|s| RunStep {
-                    name: bounded(&s.name, bounds::STEP_NAME).unwrap_or_else(|| "unknown".into()),
-                    exit_code: s.exit,
-                    // NaN becomes 0, a negative duration 0, an overlong one the largest.
-                    duration_milliseconds: Some((s.seconds * 1000.0).round().max(0.0) as i64),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let error = match (result.and_then(|r| r.error.as_ref()), outcome) {
-        (Some(e), _) => Some(RunError {
-            kind: e.kind,
-            step: e
-                .step
-                .as_deref()
-                .and_then(|s| bounded(s, bounds::STEP_NAME)),
-            summary: e
-                .summary
-                .as_deref()
-                .and_then(|s| bounded(s, bounds::SUMMARY)),
-            exit_code: e.exit_code,
-        }),
-        (None, JobOutcome::Interrupted) => Some(RunError {
-            kind: ErrorKind::Interrupted,
-            step: None,
-            summary: Some(
-                "The Job's pod ended without a result: it was stopped from outside".to_owned(),
-            ),
-            exit_code: None,
-        }),
-        (None, JobOutcome::Failed) => Some(RunError {
-            kind: ErrorKind::Step,
-            step: None,
-            summary: Some(
-                "The Job's pod failed without a result (an init container failed, the runner could not start, or it was killed before it wrote one); see the pod's logs".to_owned(),
-            ),
-            exit_code: None,
-        }),
-        (None, JobOutcome::DeadlineExceeded) => Some(RunError {
-            kind: ErrorKind::Interrupted,
-            step: None,
-            summary: Some("The Job reached its activeDeadlineSeconds".to_owned()),
-            exit_code: None,
-        }),
-        _ => None,
-    };
-    let (items, each) = bounds::DRIFT_RESOURCES;
-    let drift = result.and_then(|r| r.drift.as_ref()).map(|d| DriftSummary {
-        add: Some(bounded_count(d.add)),
-        change: Some(bounded_count(d.change)),
-        destroy: Some(bounded_count(d.destroy)),
-        resources: bounded_list(&d.resources, items, each),
-    });
-    LastRun {
-        job: record.name.clone(),
-        operation: record.operation,
-        attempt: Some(record.attempt as i32),
-        start_time: job.status.as_ref().and_then(|s| s.start_time.clone()),
-        completion_time: finished_condition(job).and_then(|(_, _, t)| t),
-        steps: Some(steps).filter(|s| !s.is_empty()),
-        error,
-        drift,
-    }
 }
 
 /// A drift-remediation apply that did not succeed leaves the drift found and pending, with a note
@@ -774,15 +656,13 @@ async fn keep_one(p: &mut Pass<'_>, job: &Job, cluster_name: &str) -> Result<Opt
         &mut p.findings,
         &mut p.outbox,
     );
-    p.draft.workload_mut().last_run = Some(last_run(&record, job, result, outcome));
-    if outcome == JobOutcome::Succeeded {
-        let at = record.finished.and_then(crate::observe::to_time);
-        match record.operation {
-            Operation::Drift => p.draft.workload_mut().last_drift_check = at,
-            Operation::Refresh => p.draft.workload_mut().last_refresh = at,
-            _ => {}
-        }
-    }
+    p.facts.record(Fact::Finished(Box::new(FinishedRun {
+        record: record.clone(),
+        outcome,
+        result: result.cloned(),
+        start_time: job.status.as_ref().and_then(|s| s.start_time.clone()),
+        completion_time: finished_condition(job).and_then(|(_, _, t)| t),
+    })));
     if let Some(plan) = result.and_then(|r| r.plan.as_ref()) {
         plan_to_status(p, &record, outcome, plan);
     }
@@ -815,14 +695,14 @@ fn plan_to_status(
         return;
     }
     let (ns, name) = (p.ns.clone(), p.name.clone());
-    let StatusDraft::Cluster(cs) = &mut p.draft else {
+    if p.kind != ObjectKind::Cluster {
         return;
-    };
+    }
     let changes = plan
         .add
         .saturating_add(plan.change)
         .saturating_add(plan.destroy);
-    let Some(preview) = plan_preview(record, plan) else {
+    if plan_preview(record, plan).is_none() {
         // No approval could name it (the annotation carries the hash): nothing to show.
         p.findings.set(
             ctype::APPLY_JOB_SUCCEEDED,
@@ -832,11 +712,11 @@ fn plan_to_status(
                 "The result of Job {} carries no usable plan hash (empty or over {} characters); \
                  the plan cannot be approved",
                 record.name,
-                bounds::PLAN_HASH
+                crate::status::bounds::PLAN_HASH
             ),
         );
         return;
-    };
+    }
     let command = format!(
         "kubectl annotate terraformcluster {name} -n {ns} {}={} --overwrite",
         annotations::APPROVE_PLAN,
@@ -864,30 +744,10 @@ fn plan_to_status(
             ),
         );
     }
-    cs.plan = Some(preview);
-}
-
-/// `status.plan` from a plan (or plan-changed apply) Job's result; `None` when its plan hash is
-/// empty or longer than the CRD allows (a hash cut short could not be approved).
-fn plan_preview(
-    record: &JobRecord,
-    plan: &contract::result::PlanDoc,
-) -> Option<api::status::PlanPreview> {
-    if plan.hash.is_empty() || plan.hash.len() > bounds::PLAN_HASH {
-        return None;
-    }
-    let (items, each) = bounds::PLAN_RESOURCES;
-    Some(api::status::PlanPreview {
-        inputs_hash: record.inputs_hash.clone(),
-        job: record.name.clone(),
-        plan_hash: plan.hash.clone(),
-        add: Some(bounded_count(plan.add)),
-        change: Some(bounded_count(plan.change)),
-        destroy: Some(bounded_count(plan.destroy)),
-        resources: bounded_list(&plan.resources, items, each),
-        truncated: (plan.truncated || plan.resources.len() > items).then_some(true),
-        created_at: record.finished.and_then(crate::observe::to_time),
-    })
+    p.facts.record(Fact::Plan {
+        record: record.clone(),
+        plan: plan.clone(),
+    });
 }
 
 /// After an apply or restore that succeeded this pass: its state adopted, the digest pinned, the
@@ -976,13 +836,11 @@ async fn consume_approvals(p: &mut Pass<'_>, record: &JobRecord) -> Result<(), E
     }
     let kind = p.kind_name();
     let mut remove = serde_json::Map::new();
-    if let StatusDraft::Cluster(cs) = &mut p.draft
-        && cs
-            .plan
-            .as_ref()
-            .is_some_and(|pl| pl.inputs_hash == record.inputs_hash)
+    if p.facts
+        .plan()
+        .is_some_and(|pl| pl.inputs_hash == record.inputs_hash)
     {
-        cs.plan = None;
+        p.facts.record(Fact::PlanCleared);
         if p.target.annotation(annotations::APPROVE_PLAN).is_some() {
             remove.insert(
                 annotations::APPROVE_PLAN.to_owned(),
@@ -1115,78 +973,6 @@ mod tests {
         assert_eq!(digest_of(&format!("127.0.0.1:5000/x@{d}")), Some(d));
         assert_eq!(digest_of("r/x:tag"), None);
         assert_eq!(digest_of("r/x@sha256:short"), None);
-    }
-
-    /// Finding 12: result-document fields copied into status are clamped to the CRD's bounds.
-    /// A result document with overlong, empty, negative and oversized values still gives a
-    /// `status.lastRun` and a `status.plan` the generated CRD's status schema accepts.
-    #[test]
-    fn result_document_fields_are_clamped_to_the_crd_bounds() {
-        let long = "é".repeat(400);
-        let result = ResultDocument {
-            version: contract::result::RESULT_VERSION,
-            op: "drift".to_owned(),
-            image: contract::result::ImageInfo::default(),
-            runtime: contract::result::RuntimeInfo::default(),
-            steps: (0..40)
-                .map(|i| contract::result::StepRecord {
-                    name: if i == 0 { String::new() } else { long.clone() },
-                    exit: 1,
-                    seconds: if i == 1 { -3.0 } else { f64::NAN },
-                })
-                .collect(),
-            drift: Some(contract::result::DriftDoc {
-                detected: true,
-                add: u64::MAX,
-                change: 1 << 40,
-                destroy: 0,
-                resources: (0..90)
-                    .map(|_| long.clone())
-                    .chain([String::new()])
-                    .collect(),
-            }),
-            error: Some(contract::result::ErrorDoc {
-                kind: ErrorKind::Step,
-                step: Some(long.clone()),
-                summary: Some(long.repeat(4)),
-                exit_code: Some(1),
-            }),
-            changes: None,
-            plan: None,
-        };
-        let plan = contract::result::PlanDoc {
-            hash: format!("p1:{}", "a".repeat(64)),
-            add: u64::MAX,
-            resources: (0..90).map(|_| long.clone()).collect(),
-            ..contract::result::PlanDoc::default()
-        };
-        let job = finished_job(true);
-        let mut record = job_record(&job, Some(JobOutcome::Failed), false).unwrap();
-        record.inputs_hash = "h1".into();
-        let status = serde_json::json!({
-            "lastRun": last_run(&record, &job, Some(&result), JobOutcome::Failed),
-            "plan": plan_preview(&record, &plan),
-        });
-        let crd = api::crd::all()
-            .into_iter()
-            .find(|c| c.spec.names.kind == "TerraformCluster")
-            .unwrap();
-        let schema = serde_json::to_value(api::crd::schema_of(&crd).unwrap()).unwrap();
-        let validator = jsonschema::validator_for(&schema["properties"]["status"]).unwrap();
-        let errors: Vec<String> = validator
-            .iter_errors(&status)
-            .map(|e| format!("{}: {e}", e.instance_path()))
-            .collect();
-        assert!(errors.is_empty(), "{errors:#?}");
-        assert_eq!(status["plan"]["truncated"], true);
-        // A plan hash that does not fit is not cut short: no approval could name it.
-        for hash in [String::new(), "p".repeat(bounds::PLAN_HASH + 1)] {
-            let unusable = contract::result::PlanDoc {
-                hash,
-                ..plan.clone()
-            };
-            assert!(plan_preview(&record, &unusable).is_none());
-        }
     }
 
     fn finished_job(failed: bool) -> Job {

@@ -326,3 +326,74 @@ pub fn observe(
 
 /// The lease kinds, re-exported for callers.
 pub use lease_kinds::{CLUSTER as CLUSTER_LEASE, RUN as RUN_LEASE};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(holder: &str, op: &str, acquired_secs_ago: i64, now: Timestamp) -> Lease {
+        let acquired = now
+            .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(
+                acquired_secs_ago,
+            ))
+            .unwrap();
+        Lease {
+            metadata: ObjectMeta {
+                name: Some("captf-run-ns-m-x".into()),
+                labels: Some(lease_labels(RUN_LEASE, "TerraformMachine", "x", "c")),
+                annotations: Some(BTreeMap::from([(
+                    annotations::LEASE_OP.to_owned(),
+                    op.to_owned(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.to_owned()),
+                acquire_time: Some(MicroTime(acquired)),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    fn job(name: &str, finished: bool) -> Job {
+        let conditions = if finished {
+            serde_json::json!([{"type": "Complete", "status": "True"}])
+        } else {
+            serde_json::json!([])
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name,
+                         "labels": {labels::OP: "apply", labels::OWNER_KIND: "TerraformMachine"}},
+            "status": {"conditions": conditions}
+        }))
+        .unwrap()
+    }
+
+    /// Finding 2: a lease is held from its acquire time, for a grace period, before its Job
+    /// exists. A TerraformCluster that took both leases for a Job not yet created holds them (so
+    /// its machines wait: the gate's anti-starvation), and a machine's run lease taken for an
+    /// apply not yet created counts as an operation under way (so two racing passes do not both
+    /// create Jobs); past the grace period, or once its Job finished, the lease is free.
+    #[test]
+    fn a_lease_is_held_from_its_acquire_time_before_its_job_exists() {
+        let now = Timestamp::now();
+        let holder = "captf-m-x-apply-a1-abcdef";
+        let grace = GRACE.as_secs() as i64;
+        assert!(held(&lease(holder, "apply", 5, now), None, now));
+        assert!(held(&lease(holder, "apply", grace - 1, now), None, now));
+        assert!(!held(&lease(holder, "apply", grace + 1, now), None, now));
+        assert!(!held(&lease("", "apply", 5, now), None, now));
+        // Once the Job exists, the lease is held while it runs, whatever its age.
+        let old = lease(holder, "apply", grace * 10, now);
+        assert!(held(&old, Some(&job(holder, false)), now));
+        assert!(!held(&old, Some(&job(holder, true)), now));
+        // A machine's apply about to start counts for the cluster operation gate.
+        let fresh = lease(holder, "apply", 5, now);
+        assert_eq!(count_operating(&[], &[&fresh], now), 1);
+        assert_eq!(
+            count_operating(&[], &[&lease(holder, "refresh", 5, now)], now),
+            0
+        );
+        assert_eq!(count_operating(&[], &[&old], now), 0);
+    }
+}

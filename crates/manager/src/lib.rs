@@ -33,6 +33,7 @@ pub mod reconcile;
 pub mod report;
 pub mod runner_rbac;
 pub mod state;
+pub mod status;
 pub mod sweep;
 pub mod workload;
 

@@ -3,7 +3,9 @@
 //! ENGINEERING.md §4 "Observe"): the owner lookup, the finalizer and pause, the object's Jobs
 //! (with [`crate::bookkeeping`]), the durable inputs, credentials, state, the current inputs,
 //! the outputs and a deleting cluster's dependents, all read from the caches into one
-//! [`Observation`]; then the plain [`Observed`] value `decide` reads.
+//! [`Observation`]; then the plain [`Observed`] value `decide` reads. What the status will show
+//! is recorded, not written: findings for the conditions, [`crate::status::Fact`]s for the
+//! other fields, both turned into status by Report.
 //!
 //! A paused object runs only the paused branch: bookkeeping and the active Job, nothing else is
 //! read. An object without its finalizer stops right after the owner lookup: the decision is to
@@ -14,14 +16,12 @@ use std::time::SystemTime;
 use api::cluster::TerraformCluster;
 use api::constants::{annotations, conditions as ctype, reasons};
 use api::shared::{ApplyPolicy, JobPolicy};
-use api::status::SourceStatus;
 use contract::health::ConditionStatus;
 use contract::names::{ObjectKind, Operation, durable_inputs_secret_name};
 use contract::render::RenderedInputs;
 use contract::state::StateSummary;
 
 use crate::bookkeeping::{self, Books};
-use crate::context::StatusDraft;
 use crate::decide::{
     self, Approvals, Config, Drift, Gates, HealthReading, Inputs, JobOutcome, JobRecord, LastTimes,
     Leases, Observed, OwnerCheck, StateRead,
@@ -30,6 +30,7 @@ use crate::durable::Durable;
 use crate::inputs::{NotBuilt, Owner};
 use crate::reconcile::{Error, Pass};
 use crate::state::StateReading;
+use crate::status::Fact;
 use crate::workload;
 use crate::{history, identity, outputs, runner_rbac, state};
 
@@ -233,10 +234,8 @@ fn preamble_conditions(p: &mut Pass<'_>, owner: &Owner) {
 /// The newest active Job (Report writes it to `status.activeJob`), and a running drift or
 /// refresh on `DriftJobSucceeded`.
 fn active_job(p: &mut Pass<'_>, o: &mut Observation) {
-    if workload::apply_policy(p.target) == ApplyPolicy::Automatic
-        && let StatusDraft::Cluster(cs) = &mut p.draft
-    {
-        cs.plan = None;
+    if workload::apply_policy(p.target) == ApplyPolicy::Automatic && p.kind == ObjectKind::Cluster {
+        p.facts.record(Fact::PlanCleared);
     }
     o.active = o
         .books
@@ -288,7 +287,7 @@ async fn credentials(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error>
     }
     o.credentials_checked = true;
     let pinned = match p.kind {
-        ObjectKind::Machine if p.draft.provisioned() || p.target.deleting() => o
+        ObjectKind::Machine if p.facts.provisioned() || p.target.deleting() => o
             .durable
             .annotation(annotations::IDENTITY)
             .map(str::to_owned),
@@ -339,7 +338,7 @@ async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> 
     match &view.reading {
         StateReading::Read(s) => {
             let lost =
-                p.draft.provisioned() && p.kind == ObjectKind::Machine && s.inputs_hash.is_none();
+                p.facts.provisioned() && p.kind == ObjectKind::Machine && s.inputs_hash.is_none();
             if lost {
                 o.state = StateRead::Lost;
                 p.findings.set(
@@ -363,8 +362,7 @@ async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> 
             let m = &p.ctx.metrics;
             m.set_state_bytes(kind_name, &p.ns, &p.name, s.compressed_bytes as i64);
             m.set_state_resources(kind_name, &p.ns, &p.name, s.managed_resources as i64);
-            p.draft.workload_mut().observed_state_serial =
-                Some(s.serial as i64).filter(|s| *s >= 1);
+            p.facts.record(Fact::StateSerial(s.serial));
             o.summary = Some(s.clone());
         }
         StateReading::NotFound => state_not_found(p, o),
@@ -384,7 +382,7 @@ async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> 
             o.state = StateRead::Unreadable { reason };
         }
     }
-    p.draft.workload_mut().state_secret_suffix = Some(p.suffix.clone());
+    p.facts.record(Fact::StateSuffix(p.suffix.clone()));
     Ok(())
 }
 
@@ -396,7 +394,7 @@ fn state_not_found(p: &mut Pass<'_>, o: &mut Observation) {
             .records
             .iter()
             .any(|r| r.operation == Operation::Destroy && r.outcome == Some(JobOutcome::Succeeded));
-    if p.draft.provisioned() && !destroyed {
+    if p.facts.provisioned() && !destroyed {
         o.state = StateRead::Lost;
         if p.findings.reason(ctype::STATE_READABLE) != Some(reasons::STATE_LOST) {
             p.ctx.metrics.state_read_error(p.kind_name(), "lost");
@@ -432,7 +430,7 @@ fn metric_reason(reason: &str) -> &'static str {
 /// gate.
 async fn current_inputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
     let owner_ok = matches!(o.owner.check, OwnerCheck::Ok);
-    let immutable_done = !workload::mutable(p.kind) && p.draft.provisioned();
+    let immutable_done = !workload::mutable(p.kind) && p.facts.provisioned();
     if owner_ok && immutable_done {
         p.findings.set(
             ctype::DEPENDENCIES_READY,
@@ -500,7 +498,7 @@ fn not_built(p: &mut Pass<'_>, o: &mut Observation, nb: &NotBuilt) {
 /// The outputs of a read state into status (and, once, spec); `status.pendingRefreshes`.
 async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
     let Some(s) = &o.summary else {
-        if !p.draft.provisioned() && o.active.is_none() {
+        if !p.facts.provisioned() && o.active.is_none() {
             p.findings.set_if_missing(
                 ctype::OUTPUTS_VALID,
                 ConditionStatus::Unknown,
@@ -518,7 +516,7 @@ async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Erro
         s,
         o.durable.kept_variables(),
         applied,
-        &mut p.draft,
+        &mut p.facts,
         &mut p.findings,
         &mut p.outbox,
     );
@@ -532,36 +530,28 @@ async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Erro
         k.outcome == JobOutcome::Succeeded
             && matches!(k.record.operation, Operation::Refresh | Operation::Drift)
     });
-    let w = p.draft.workload_mut();
     match o.health {
-        HealthReading::Pending if sampled => {
-            w.pending_refreshes = Some(w.pending_refreshes.unwrap_or(0).saturating_add(1));
-        }
+        HealthReading::Pending if sampled => p.facts.record(Fact::HealthPending),
         HealthReading::Pending => {}
-        _ => w.pending_refreshes = None,
+        _ => p.facts.record(Fact::HealthSettled),
     }
     Ok(())
 }
 
 /// `status.source`: the image and digest the durable inputs record, the runtime state reports.
 fn source_status(p: &mut Pass<'_>, o: &Observation) {
-    let source = SourceStatus {
+    p.facts.record(Fact::Source {
         image: o
             .durable
             .annotation(annotations::IMAGE)
             .map(str::to_owned)
             .or_else(|| Some(p.target.workspace().source.image.clone())),
-        image_digest: o
+        digest: o
             .durable
             .annotation(annotations::IMAGE_DIGEST)
             .map(str::to_owned),
-        runtime_version: o
-            .summary
-            .as_ref()
-            .map(|s| contract::result::cap(&s.runtime_version, 64))
-            .filter(|v| !v.is_empty()),
-    };
-    p.draft.workload_mut().source = Some(source);
+        runtime_version: o.summary.as_ref().map(|s| s.runtime_version.clone()),
+    });
 }
 
 /// The conditions every object reports before its first apply, drift check or state.
@@ -591,7 +581,7 @@ fn default_conditions(p: &mut Pass<'_>, credentials_checked: bool) {
         reasons::STATE_NOT_FOUND,
         "No state yet",
     );
-    if !p.draft.provisioned() && c.status(ctype::INFRASTRUCTURE_HEALTHY).is_none() {
+    if !p.facts.provisioned() && c.status(ctype::INFRASTRUCTURE_HEALTHY).is_none() {
         c.set(
             ctype::INFRASTRUCTURE_HEALTHY,
             ConditionStatus::Unknown,
@@ -673,7 +663,8 @@ pub fn observed(p: &Pass<'_>, o: &Observation) -> Observed {
     let from_status = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
         t.map(|t| SystemTime::from(t.0))
     };
-    let w = p.draft.workload();
+    let status = p.facts.status();
+    let w = status.workload();
     let applied_state = o.summary.as_ref().filter(|s| s.inputs_hash.is_some());
     let last = LastTimes {
         apply: last_success(Operation::Apply).or_else(|| applied_state.and(o.state_created)),
@@ -686,7 +677,7 @@ pub fn observed(p: &Pass<'_>, o: &Observation) -> Observed {
         name: p.name.clone(),
         uid: p.uid.clone(),
         mutable: workload::mutable(p.kind),
-        provisioned: p.draft.provisioned(),
+        provisioned: p.facts.provisioned(),
         names_cluster: !o.cluster_name.is_empty(),
         externally_managed: o.externally_managed,
         deleting: p.target.deleting(),
@@ -717,14 +708,11 @@ pub fn observed(p: &Pass<'_>, o: &Observation) -> Observed {
 fn approvals(p: &Pass<'_>) -> Approvals {
     Approvals {
         policy: workload::apply_policy(p.target),
-        plan: match &p.draft {
-            StatusDraft::Cluster(cs) => cs.plan.as_ref().map(|pl| decide::PlanStatus {
-                inputs_hash: pl.inputs_hash.clone(),
-                plan_hash: pl.plan_hash.clone(),
-                has_changes: contract::plan::plan_hash_has_changes(&pl.plan_hash),
-            }),
-            StatusDraft::Machine(_) => None,
-        },
+        plan: p.facts.plan().map(|pl| decide::PlanStatus {
+            has_changes: contract::plan::plan_hash_has_changes(&pl.plan_hash),
+            inputs_hash: pl.inputs_hash,
+            plan_hash: pl.plan_hash,
+        }),
         approved_plan_hash: p
             .target
             .annotation(annotations::APPROVE_PLAN)

@@ -2,13 +2,14 @@
 //! "EndpointAvailable condition"; Machine Role "Outputs", "Provisioned rule"; Drift and Health
 //! "From module health to InfrastructureHealthy"): decoding the state's root outputs, the
 //! `OutputsValid` verdict, the provisioned latch, the endpoint and provider ID written once to
-//! the spec, and the status fields each role maps.
+//! the spec, and the status fields each role maps (recorded as [`crate::status::Fact`]s, which
+//! Report turns into status).
 
 use api::capi::Cluster;
 use api::cluster::TerraformCluster;
 use api::constants::{annotations, conditions as ctype, events, reasons};
 use api::machine::TerraformMachine;
-use api::status::{FailureDomain, Initialization, MachineAddress};
+use api::status::{FailureDomain, MachineAddress};
 use contract::health::{ConditionStatus, HealthCondition, HealthState};
 use contract::outputs::{
     OutputsVerdict, decode_cluster_outputs, decode_machine_outputs, provider_id_change,
@@ -21,6 +22,7 @@ use crate::context::{Context, StatusDraft, Target};
 use crate::decide::HealthReading;
 use crate::events::Outbox;
 use crate::inputs::Owner;
+use crate::status::{Fact, StatusFacts};
 
 /// What the outputs told the pass about health.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,11 +52,9 @@ fn set_verdict(conds: &mut Findings, verdict: &OutputsVerdict, ctx: &Context, ki
     );
 }
 
-fn latch(draft: &mut StatusDraft, now_provisioned: bool, outbox: &mut Outbox, kind: &str) {
-    if now_provisioned && !draft.provisioned() {
-        draft.workload_mut().initialization = Some(Initialization {
-            provisioned: Some(true),
-        });
+fn latch(facts: &mut StatusFacts, now_provisioned: bool, outbox: &mut Outbox, kind: &str) {
+    if now_provisioned && !facts.provisioned() {
+        facts.record(Fact::Provisioned);
         outbox.normal(events::PROVISIONED, format!("{kind} is provisioned"));
     }
 }
@@ -78,7 +78,7 @@ pub fn apply(
     summary: &StateSummary,
     durable_tfvars: &Value,
     applied: bool,
-    draft: &mut StatusDraft,
+    facts: &mut StatusFacts,
     conds: &mut Findings,
     outbox: &mut Outbox,
 ) -> Applied {
@@ -91,7 +91,7 @@ pub fn apply(
             summary,
             durable_tfvars,
             applied,
-            draft,
+            facts,
             conds,
             outbox,
         ),
@@ -101,7 +101,7 @@ pub fn apply(
             summary,
             durable_tfvars,
             applied,
-            draft,
+            facts,
             conds,
             outbox,
         ),
@@ -117,7 +117,7 @@ fn cluster(
     summary: &StateSummary,
     durable_tfvars: &Value,
     applied: bool,
-    draft: &mut StatusDraft,
+    facts: &mut StatusFacts,
     conds: &mut Findings,
     outbox: &mut Outbox,
 ) -> Applied {
@@ -128,8 +128,8 @@ fn cluster(
     let now_provisioned = applied
         && decoded.verdict.is_valid()
         && health_state.is_some_and(|s| s != HealthState::Pending);
-    latch(draft, now_provisioned, outbox, "TerraformCluster");
-    let provisioned = draft.provisioned();
+    latch(facts, now_provisioned, outbox, "TerraformCluster");
+    let provisioned = facts.provisioned();
 
     // The endpoint, written once from the module when the apply rendered none.
     let spec_has_host = tc
@@ -178,10 +178,12 @@ fn cluster(
                 .collect::<Vec<_>>(),
         )
         .filter(|v| !v.is_empty());
-        if let StatusDraft::Cluster(s) = draft
-            && s.failure_domains != new
-        {
-            if s.failure_domains.is_some() || new.is_some() {
+        let shown = match facts.status() {
+            StatusDraft::Cluster(s) => s.failure_domains,
+            StatusDraft::Machine(_) => None,
+        };
+        if shown != new {
+            if shown.is_some() || new.is_some() {
                 outbox.normal(
                     events::FAILURE_DOMAINS_CHANGED,
                     format!(
@@ -190,7 +192,7 @@ fn cluster(
                     ),
                 );
             }
-            s.failure_domains = new;
+            facts.record(Fact::FailureDomains(new));
         }
     }
 
@@ -262,7 +264,7 @@ fn machine(
     summary: &StateSummary,
     durable_tfvars: &Value,
     applied: bool,
-    draft: &mut StatusDraft,
+    facts: &mut StatusFacts,
     conds: &mut Findings,
     outbox: &mut Outbox,
 ) -> Applied {
@@ -275,11 +277,11 @@ fn machine(
     set_verdict(conds, &decoded.verdict, ctx, "TerraformMachine");
     let out = &decoded.outputs;
     let health_state = out.health.as_ref().map(|h| h.state);
-    let was_provisioned = draft.provisioned();
+    let was_provisioned = facts.provisioned();
     let valid = decoded.verdict.is_valid();
     let now_provisioned = machine_latches(applied, valid, out.provider_id.as_deref(), health_state);
-    latch(draft, now_provisioned, outbox, "TerraformMachine");
-    let provisioned = draft.provisioned();
+    latch(facts, now_provisioned, outbox, "TerraformMachine");
+    let provisioned = facts.provisioned();
 
     // providerID, written once, from valid outputs only.
     let mut spec_patch = None;
@@ -293,21 +295,20 @@ fn machine(
         );
     }
 
-    if let StatusDraft::Machine(s) = draft
-        && decoded.verdict.violations.is_empty()
-    {
-        if let Some(addresses) = &out.addresses {
-            let list: Vec<MachineAddress> = addresses
-                .iter()
-                .map(|a| MachineAddress {
-                    address_type: a.kind,
-                    address: a.address.clone(),
-                })
-                .collect();
-            s.addresses = Some(list).filter(|l| !l.is_empty());
-        }
-        s.failure_domain.clone_from(&out.failure_domain);
-        s.interruptible = Some(out.interruptible);
+    if decoded.verdict.violations.is_empty() {
+        facts.record(Fact::MachineOutputs {
+            addresses: out.addresses.as_ref().map(|addresses| {
+                addresses
+                    .iter()
+                    .map(|a| MachineAddress {
+                        address_type: a.kind,
+                        address: a.address.clone(),
+                    })
+                    .collect()
+            }),
+            failure_domain: out.failure_domain.clone(),
+            interruptible: out.interruptible,
+        });
     }
 
     // Health: a vanished instance after provisioning is terminated, whatever health says.

@@ -7,7 +7,9 @@
 //! 2. Decide ([`crate::decide::decide`]): pure and clock-free;
 //! 3. Act ([`crate::act`]): the decision carried out idempotently (a crash between two steps is
 //!    repaired by the next pass);
-//! 4. Report ([`crate::report`]): the whole new status, written once under a precondition,
+//! 4. Report ([`crate::report`], with [`crate::status`]): the whole new status from what
+//!    Observe recorded (findings for the conditions, [`crate::status::Fact`]s for the other
+//!    fields), what was decided and what Act did, written once under a precondition,
 //!    then the Jobs marked bookkept, the finalizer dropped, the events of the net transitions.
 //!
 //! What differs between the kinds is [`crate::workload`]'s.
@@ -21,10 +23,11 @@ use kube::runtime::controller::Action;
 use tracing::{debug, warn};
 
 use crate::conditions::Findings;
-use crate::context::{Context, StatusDraft, Target};
+use crate::context::{Context, Target};
 use crate::decide;
 use crate::events::Outbox;
 use crate::observe::{self, Observation};
+use crate::status::StatusFacts;
 use crate::{act, report};
 
 /// Why a pass failed (it is retried with the controller's error backoff).
@@ -60,8 +63,9 @@ pub struct Pass<'a> {
     pub now: SystemTime,
     /// The time of this pass, as a timestamp.
     pub now_ts: Timestamp,
-    /// The status being built.
-    pub draft: StatusDraft,
+    /// What the pass found for the status, over the status the object had (Report folds it
+    /// into the new status).
+    pub facts: StatusFacts,
     /// The status the pass started from, as JSON.
     pub before: serde_json::Value,
     /// What Observe and Act found about the conditions, for Report.
@@ -83,9 +87,9 @@ impl<'a> Pass<'a> {
         let ns = target.namespace();
         let name = target.name();
         let now_ts = Timestamp::now();
-        let draft = target.status();
-        let before = draft.to_value();
-        let findings = Findings::new(draft.workload().conditions.clone());
+        let status = target.status();
+        let before = status.to_value();
+        let findings = Findings::new(status.workload().conditions.clone());
         Self {
             ctx,
             target,
@@ -96,7 +100,7 @@ impl<'a> Pass<'a> {
             name,
             now: SystemTime::now(),
             now_ts,
-            draft,
+            facts: StatusFacts::new(status),
             before,
             findings,
             outbox: Outbox::default(),
@@ -174,7 +178,7 @@ async fn pass(target: &Target, ctx: &Context) -> Result<Action, Error> {
     }
     let acted = Box::pin(act::act(&mut p, &mut o, decision)).await?;
     let facts = report::Facts {
-        status: &p.draft,
+        status: &p.facts,
         findings: &p.findings,
         generation: p.target.meta().generation,
         now: Time(p.now_ts),

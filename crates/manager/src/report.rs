@@ -5,9 +5,11 @@
 //! conditions keep their `lastTransitionTime` when their status did not change, and a condition
 //! that went True, False and True again inside the pass is no transition and announces nothing
 //! (see [`crate::conditions`]). Observe and Act record findings; only Report turns them into
-//! conditions. The status fields read from a finished Job or the state (`lastRun`, `plan`,
-//! `source`, the outputs, ...) come in as Observe recorded them, in [`Facts::status`]. The one
-//! status write follows ([`write_status`]).
+//! conditions. Observe records the rest as plain facts (a finished Job with its result
+//! document, the state read, the outputs, the source: [`crate::status::Fact`]); Report folds
+//! them over the status the object had into every other field ([`crate::status::fold`], which
+//! also clamps what a result document carries to the CRD's bounds). The one status write follows
+//! ([`write_status`]).
 
 use api::constants::{annotations, conditions as ctype, events, reasons};
 use api::status::ActiveJob;
@@ -22,13 +24,14 @@ use crate::decide::{self, Decision, JobRecord, Observed, WaitReason};
 use crate::events::Outbox;
 use crate::kubeutil::is_conflict;
 use crate::reconcile::{Error, Pass};
+use crate::status::StatusFacts;
 
-/// What Report reads besides `Observed` and what Act did.
+/// What Report reads besides `Observed` and what Act did: plain data Observe recorded.
 #[derive(Debug)]
 pub struct Facts<'a> {
-    /// The status fields the pass observed (outputs, the last run, the state serial, ...), over
-    /// the status the object had; its conditions are the ones the pass started from.
-    pub status: &'a StatusDraft,
+    /// What Observe recorded for the status fields (a finished Job's result, the state read,
+    /// the outputs, the source), over the status the object had.
+    pub status: &'a StatusFacts,
     /// What Observe and Act found, in order.
     pub findings: &'a Findings,
     /// The object's generation.
@@ -67,7 +70,7 @@ pub fn report(observed: &Observed, acted: &Acted, facts: &Facts<'_>) -> Reported
     if let Decision::Wait { reason, .. } = &acted.decision {
         lease_wait = wait(&mut conds, &mut events, reason, observed.deleting);
     }
-    let mut status = facts.status.clone();
+    let mut status = crate::status::fold(&facts.status.before, &facts.status.recorded);
     let active_job = match (&acted.started, facts.active) {
         (Some((start, job)), _) => {
             started(&mut conds, start, job, observed.provisioned);
@@ -470,7 +473,7 @@ mod tests {
     ) -> Reported {
         let mut status = TerraformClusterStatus::default();
         status.workload.conditions = Some(before.clone());
-        let status = StatusDraft::Cluster(status);
+        let status = StatusFacts::new(StatusDraft::Cluster(status));
         let mut findings = Findings::new(Some(before));
         find(&mut findings);
         let inputs = if o.provisioned {
@@ -558,6 +561,43 @@ mod tests {
             get(&r, ctype::INFRASTRUCTURE_HEALTHY).last_transition_time,
             at(100)
         );
+    }
+
+    /// Finding 7: a held foreign lock does not flip `StateReadable` inside a pass. Observe reads
+    /// the state (`True/StateRead`), Act finds the lock held by someone else (`False/StateLocked`):
+    /// on an object already reporting the lock, that is no transition, no event, and the
+    /// condition keeps its `lastTransitionTime` (so no status write every 30 s).
+    #[test]
+    fn a_held_foreign_lock_does_not_flip_state_readable_inside_a_pass() {
+        let mut before = healthy();
+        before.push(condition(
+            ctype::STATE_READABLE,
+            "False",
+            reasons::STATE_LOCKED,
+            100,
+        ));
+        let r = run(&observed(), &nothing(), before, |f| {
+            f.set(
+                ctype::STATE_READABLE,
+                ConditionStatus::True,
+                reasons::STATE_READ,
+                "State serial 4 read",
+            );
+            f.set(
+                ctype::STATE_READABLE,
+                ConditionStatus::False,
+                reasons::STATE_LOCKED,
+                "The state lock is held by someone@elsewhere",
+            );
+        });
+        assert!(r.transitions.is_empty(), "{:?}", r.transitions);
+        assert!(r.events.events().is_empty(), "{:?}", r.events.events());
+        let c = get(&r, ctype::STATE_READABLE);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", reasons::STATE_LOCKED)
+        );
+        assert_eq!(c.last_transition_time, at(100));
     }
 
     /// A transition is announced once, with the event its condition documents.
@@ -677,6 +717,66 @@ mod tests {
             reasons::PROVISIONING
         );
         assert_eq!(get(&r, ctype::READY).reason, reasons::PROVISIONING);
+    }
+
+    /// The whole status is Report's: the fields Observe recorded as facts (a finished Job's
+    /// result, the state read, the latch, the source) are folded over the status the object had,
+    /// with the conditions, `activeJob` and `observedGeneration` Report computes.
+    #[test]
+    fn the_recorded_facts_make_the_reported_status() {
+        use crate::status::{Fact, FinishedRun};
+        let mut before = TerraformClusterStatus::default();
+        before.workload.observed_state_serial = Some(3);
+        before.workload.conditions = Some(healthy());
+        let mut facts = StatusFacts::new(StatusDraft::Cluster(before));
+        let record = decide::JobRecord {
+            name: "captf-c-c-refresh-a1-abcdef".into(),
+            operation: Operation::Refresh,
+            attempt: 1,
+            tick: None,
+            inputs_hash: "h".into(),
+            created: SystemTime::UNIX_EPOCH,
+            started: None,
+            finished: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_900)),
+            outcome: Some(decide::JobOutcome::Succeeded),
+            drift_remediation: false,
+            run_secret_exists: false,
+            pod_ever_started: true,
+        };
+        facts.record(Fact::Finished(Box::new(FinishedRun {
+            record,
+            outcome: decide::JobOutcome::Succeeded,
+            result: None,
+            start_time: Some(at(1_800)),
+            completion_time: Some(at(1_900)),
+        })));
+        facts.record(Fact::StateSerial(5));
+        facts.record(Fact::StateSuffix("ns-c-c".into()));
+        let findings = Findings::new(Some(healthy()));
+        let r = report(
+            &observed(),
+            &nothing(),
+            &Facts {
+                status: &facts,
+                findings: &findings,
+                generation: Some(2),
+                now: at(2_000),
+                ready_inputs: ctype::READY_INPUTS_PROVISIONED,
+                active: None,
+            },
+        );
+        let w = r.status.workload();
+        let run = w.last_run.as_ref().unwrap();
+        assert_eq!(run.job, "captf-c-c-refresh-a1-abcdef");
+        assert_eq!(run.completion_time, Some(at(1_900)));
+        assert!(run.error.is_none());
+        assert_eq!(w.last_refresh, Some(at(1_900)));
+        assert_eq!(w.observed_state_serial, Some(5));
+        assert_eq!(w.state_secret_suffix.as_deref(), Some("ns-c-c"));
+        assert_eq!(w.observed_generation, Some(2));
+        assert_eq!(get(&r, ctype::READY).status, "True");
+        // The facts are folded over the status the object had; nothing else changed it.
+        assert_eq!(facts.status().workload().last_run, w.last_run);
     }
 
     /// Once provisioned, `Ready` summarises only `InfrastructureHealthy` and `Deleting`: a failed
