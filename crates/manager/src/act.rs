@@ -61,7 +61,7 @@ pub async fn act(
         ..
     } = &acted.decision
         && let Some(reason) =
-            hold_while_machines_operate(p, &o.cluster_name, *operation, job).await?
+            take_run_and_cluster_leases(p, &o.cluster_name, *operation, job).await?
     {
         acted.decision = Decision::Wait {
             reason,
@@ -307,37 +307,38 @@ async fn take_leases(
     op: Operation,
     job_name: &str,
 ) -> Result<Option<WaitReason>, Error> {
-    if let Some(wait) = take_run_lease(p, cluster_name, op, job_name).await? {
-        return Ok(Some(wait));
-    }
     let gated = matches!(
         op,
         Operation::Apply | Operation::Destroy | Operation::Restore
     );
-    if !(p.ctx.settings.cluster_operation_gate && gated && !cluster_name.is_empty()) {
-        return Ok(None);
-    }
+    let gate = p.ctx.settings.cluster_operation_gate && gated && !cluster_name.is_empty();
     let (client, ns) = (&p.ctx.client, &p.ns);
-    let cluster_lease = cluster_lease_name(ns, cluster_name);
-    if p.kind != ObjectKind::Cluster {
-        if leases::live_holder(client, ns, &cluster_lease)
-            .await?
-            .is_some()
-        {
-            leases::give_back(client, ns, &run_lease_name(&p.suffix), job_name).await?;
-            return Ok(Some(WaitReason::ClusterOperation { operation: op }));
+    if gate && p.kind == ObjectKind::Cluster {
+        if let Some(wait) = take_run_and_cluster_leases(p, cluster_name, op, job_name).await? {
+            return Ok(Some(wait));
+        }
+        // The cluster keeps both leases while it waits: machines wait behind it meanwhile.
+        if leases::machines_operating(client, ns, cluster_name).await? > 0 {
+            return Ok(Some(WaitReason::MachineOperations {
+                operation: op,
+                job: job_name.to_owned(),
+            }));
         }
         return Ok(None);
     }
-    if let Some(wait) = take_cluster_lease(p, cluster_name, op, job_name).await? {
+    if let Some(wait) = take_run_lease(p, cluster_name, op, job_name).await? {
         return Ok(Some(wait));
     }
-    // The cluster keeps both leases while it waits: machines wait behind it meanwhile.
-    if leases::machines_operating(client, ns, cluster_name).await? > 0 {
-        return Ok(Some(WaitReason::MachineOperations {
-            operation: op,
-            job: job_name.to_owned(),
-        }));
+    if !gate {
+        return Ok(None);
+    }
+    let cluster_lease = cluster_lease_name(ns, cluster_name);
+    if leases::live_holder(client, ns, &cluster_lease)
+        .await?
+        .is_some()
+    {
+        leases::give_back(client, ns, &run_lease_name(&p.suffix), job_name).await?;
+        return Ok(Some(WaitReason::ClusterOperation { operation: op }));
     }
     Ok(None)
 }
@@ -391,9 +392,10 @@ async fn take_cluster_lease(
     Ok(None)
 }
 
-/// A cluster waiting for its machines' operations holds (and so renews) its run lease and the
-/// cluster write lease for the Job it will create; `Some(wait)` when another Job took one.
-async fn hold_while_machines_operate(
+/// A cluster's run lease, then its cluster write lease, for `job_name`; `Some(wait)` when another
+/// Job holds one (the run lease is given back then). A cluster starting a gated Job takes both,
+/// and a cluster waiting for its machines' operations holds (and so renews) both this way.
+async fn take_run_and_cluster_leases(
     p: &Pass<'_>,
     cluster_name: &str,
     op: Operation,
