@@ -156,6 +156,16 @@ async fn inputs_to_render(
     o: &mut Observation,
     start: &StartJob,
 ) -> Result<Option<RenderedInputs>, Error> {
+    // A restore's root is the backend alone (the runner writes it); its per-run Secret carries
+    // no module inputs.
+    if start.operation == Operation::Restore {
+        return Ok(Some(RenderedInputs {
+            kind: p.kind,
+            main_tf_json: contract::render::restore_main_tf_json(),
+            tfvars_json: "{}".to_owned(),
+            inputs_hash: start.inputs_hash.clone(),
+        }));
+    }
     let current_hash = o.current.as_ref().map(|c| c.inputs_hash.as_str());
     match render_from(start.operation, p.kind, current_hash, &start.inputs_hash) {
         RenderFrom::Current => Ok(o.current.clone()),
@@ -231,7 +241,7 @@ async fn start_job(
         runner_events: p.ctx.settings.runner_events,
         drift_remediation: start.drift_remediation(),
         approved_plan: expect_plan.as_deref(),
-        restore: None,
+        restore: start.restore,
     };
     let job_name = job::job_name(&request);
     // The cache may not show yet a Job a pass just created: a deterministic name that exists is

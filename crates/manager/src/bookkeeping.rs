@@ -252,7 +252,8 @@ pub fn job_record(
         name: job.metadata.name.clone()?,
         operation,
         attempt,
-        tick: None,
+        // A restore's tick is the serial it restores.
+        tick: a.get(annotations::RESTORE_SERIAL).cloned(),
         inputs_hash: a.get(annotations::INPUTS_HASH).cloned().unwrap_or_default(),
         created: job
             .metadata
@@ -665,6 +666,9 @@ async fn keep_one(p: &mut Pass<'_>, job: &Job, cluster_name: &str) -> Result<Opt
     })));
     if let Some(plan) = result.and_then(|r| r.plan.as_ref()) {
         plan_to_status(p, &record, outcome, plan);
+    }
+    if record.operation == Operation::Restore {
+        crate::restore::finished(p, outcome == JobOutcome::Succeeded).await?;
     }
     // The per-run Secret goes, and with it the leases.
     let client = &p.ctx.client;

@@ -78,6 +78,8 @@ pub struct Observation {
     pub dependents: u32,
     /// The leases, as the caches show them.
     pub leases: Leases,
+    /// The restore `captf.io/restore-state` asks for.
+    pub restore: Option<decide::RestoreAsk>,
     /// The object carries `cluster.x-k8s.io/managed-by`: nothing else was read.
     pub externally_managed: bool,
 }
@@ -106,6 +108,7 @@ impl Observation {
             health_definite: false,
             dependents: 0,
             leases: Leases::default(),
+            restore: None,
             externally_managed: true,
         }
     }
@@ -179,6 +182,7 @@ pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
     credentials(p, &mut o).await?;
     if o.active.is_none() {
         read_state(p, &mut o).await?;
+        o.restore = crate::restore::requested(p, &o.books.records);
     }
     current_inputs(p, &mut o).await?;
     apply_outputs(p, &mut o).await?;
@@ -383,6 +387,10 @@ async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> 
         }
     }
     p.facts.record(Fact::StateSuffix(p.suffix.clone()));
+    if let Some(summary) = o.summary.clone() {
+        let source_job = o.books.applied().map(|k| k.record.name.clone());
+        crate::backups::back_up(p, &summary, source_job.as_deref()).await?;
+    }
     Ok(())
 }
 
@@ -701,6 +709,7 @@ pub fn observed(p: &Pass<'_>, o: &Observation) -> Observed {
         approvals: approvals(p),
         leases: o.leases.clone(),
         dependents: o.dependents,
+        restore: o.restore.clone(),
         now: p.now,
     }
 }

@@ -52,6 +52,8 @@ pub enum Fact {
     StateSerial(u64),
     /// The state Secret's suffix.
     StateSuffix(String),
+    /// The newest state backups, newest first (`status.stateBackups`; none shows nothing).
+    StateBackups(Vec<api::status::StateBackup>),
     /// The provisioned latch closed.
     Provisioned,
     /// A cluster's failure domains, as its outputs list them.
@@ -159,6 +161,10 @@ fn apply(status: &mut StatusDraft, fact: &Fact) {
         (Fact::StateSuffix(suffix), s) => {
             s.workload_mut().state_secret_suffix = Some(suffix.clone());
         }
+        (Fact::StateBackups(list), s) => {
+            let list: Vec<_> = list.iter().take(bounds::STATE_BACKUPS).cloned().collect();
+            s.workload_mut().state_backups = Some(list).filter(|l| !l.is_empty());
+        }
         (Fact::Provisioned, s) => {
             s.workload_mut().initialization = Some(Initialization {
                 provisioned: Some(true),
@@ -224,6 +230,8 @@ pub mod bounds {
     pub const PLAN_HASH: usize = 128;
     /// `source.runtimeVersion`.
     pub const RUNTIME_VERSION: usize = 64;
+    /// `stateBackups`: items.
+    pub const STATE_BACKUPS: usize = 16;
 }
 
 /// A result-document string within the CRD's bounds for its status field: at most `max` bytes

@@ -173,12 +173,24 @@ impl Drop for RunningManager {
 
 /// Starts a manager for `ns` with `client`.
 pub fn start_manager(client: &Client, ns: &str, images: &Images, instance: &str) -> RunningManager {
-    let settings = Settings {
+    start_manager_with(client, ns, images, instance, |_| {})
+}
+
+/// [`start_manager`], with its settings changed by `tune` (a manager flag a test sets).
+pub fn start_manager_with(
+    client: &Client,
+    ns: &str,
+    images: &Images,
+    instance: &str,
+    tune: impl FnOnce(&mut Settings),
+) -> RunningManager {
+    let mut settings = Settings {
         runner_image: images.runner.clone(),
         namespace: Some(ns.to_owned()),
         instance: instance.to_owned(),
         ..Settings::default()
     };
+    tune(&mut settings);
     let metrics = Metrics::new();
     let ctx = Context::new(client.clone(), settings, metrics.clone());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -959,4 +971,15 @@ pub async fn target(client: &Client, ns: &str, kind: &str, name: &str) -> manage
                 .unwrap(),
         )),
     }
+}
+
+/// The sum of the samples of counter `name` in an encoded exposition whose labels contain every
+/// `must`.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+pub fn metric_sum(encoded: &str, name: &str, must: &[&str]) -> u64 {
+    encoded
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && must.iter().all(|m| l.contains(m)))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64)
+        .sum()
 }
