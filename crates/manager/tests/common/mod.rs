@@ -983,3 +983,75 @@ pub fn metric_sum(encoded: &str, name: &str, must: &[&str]) -> u64 {
         .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64)
         .sum()
 }
+
+static DRIFTING: OnceCell<String> = OnceCell::const_new();
+
+/// The name of the state whose output `knob` stands for reality in [`drifting_image`].
+pub const DRIFT_KNOB_SECRET: &str = "tfstate-default-drift-knob";
+
+/// A cluster module whose infrastructure drifts on demand: it reads the output `knob` of the
+/// state `tfstate-default-drift-knob` in the object's namespace (through the `kubernetes`
+/// backend's `terraform_remote_state`, as a module reads anything outside its inputs) and keeps
+/// a `terraform_data.knob` for any value but `steady` (the default, also when there is no such
+/// state). Changing the knob after an apply is drift a drift check finds (one to add); a knob of
+/// `broken` also adds `terraform_data.knob_number`, whose apply fails (the knob is no number).
+pub async fn drifting_image(env: &testenv::TestEnv) -> String {
+    DRIFTING
+        .get_or_init(|| async {
+            variant_image(
+                env,
+                "captf/drifting-cluster",
+                r#"
+data "terraform_remote_state" "knob" {
+  backend = "kubernetes"
+  config = {
+    secret_suffix     = "drift-knob"
+    namespace         = var.captf_object.namespace
+    in_cluster_config = true
+  }
+  defaults = { knob = "steady" }
+}
+
+locals {
+  knob = data.terraform_remote_state.knob.outputs.knob
+}
+
+resource "terraform_data" "knob" {
+  count = local.knob == "steady" ? 0 : 1
+  input = local.knob
+}
+
+resource "terraform_data" "knob_number" {
+  count = local.knob == "broken" ? 1 : 0
+  input = tonumber(terraform_data.knob[0].output)
+}
+"#,
+            )
+            .await
+        })
+        .await
+        .clone()
+}
+
+/// Sets the knob of [`drifting_image`] in `ns`: a state whose output `knob` is `value`.
+pub async fn set_drift_knob(client: &Client, ns: &str, value: &str) {
+    let doc = json!({"version": 4, "terraform_version": "1.12.6", "serial": 1,
+                     "lineage": "drift-knob", "resources": [],
+                     "outputs": {"knob": {"value": value, "type": "string"}}});
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(doc.to_string().as_bytes()).unwrap();
+    let data = gz.finish().unwrap();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": DRIFT_KNOB_SECRET},
+        "data": {"tfstate": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, data)}
+    }))
+    .unwrap();
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    api.patch(
+        DRIFT_KNOB_SECRET,
+        &PatchParams::apply("drift-test").force(),
+        &Patch::Apply(&secret),
+    )
+    .await
+    .unwrap();
+}
