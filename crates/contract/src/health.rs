@@ -182,6 +182,23 @@ pub enum HealthReason {
 }
 
 impl HealthReason {
+    /// Every reason.
+    pub const ALL: [Self; 7] = [
+        Self::Healthy,
+        Self::InstanceDegraded,
+        Self::InstancePending,
+        Self::InstanceStopped,
+        Self::InstanceTerminated,
+        Self::InstanceUnhealthy,
+        Self::HealthUnknown,
+    ];
+
+    /// The reason of a condition reason string; `None` for any other reason (for example
+    /// `Provisioning`, before a reading).
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
     /// The reason string on the condition.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -261,5 +278,19 @@ impl HealthCondition {
             reason: HealthReason::InstanceTerminated,
             message: "The instance is gone: provider_id is null after provisioning".to_owned(),
         }
+    }
+}
+
+#[cfg(test)]
+mod reason_tests {
+    use super::HealthReason;
+
+    #[test]
+    fn every_reason_parses_back_from_its_spelling_and_nothing_else_does() {
+        for reason in HealthReason::ALL {
+            assert_eq!(HealthReason::parse(reason.as_str()), Some(reason));
+        }
+        assert_eq!(HealthReason::parse("Provisioning"), None);
+        assert_eq!(HealthReason::parse("healthy"), None);
     }
 }

@@ -32,6 +32,7 @@ pub mod observe;
 pub mod outputs;
 pub mod patch;
 pub mod reconcile;
+pub mod remediation;
 pub mod report;
 pub mod restore;
 pub mod runner_rbac;

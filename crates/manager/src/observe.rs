@@ -543,6 +543,16 @@ async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Erro
         HealthReading::Pending => {}
         _ => p.facts.record(Fact::HealthSettled),
     }
+    // Machine Remediation: an apply's own definite reading is a sample too (it stands in for the
+    // post-apply refresh).
+    if p.kind == ObjectKind::Machine && p.facts.provisioned() {
+        let applied_now = o
+            .books
+            .applied()
+            .is_some_and(|k| k.record.operation == Operation::Apply);
+        let sampled = sampled || (applied_now && o.health_definite);
+        crate::remediation::sample(p, &o.owner, sampled).await?;
+    }
     Ok(())
 }
 
@@ -710,6 +720,7 @@ pub fn observed(p: &Pass<'_>, o: &Observation) -> Observed {
         leases: o.leases.clone(),
         dependents: o.dependents,
         restore: o.restore.clone(),
+        health_check_interval: workload::health_check_interval(p.target),
         now: p.now,
     }
 }

@@ -436,6 +436,7 @@ mod tests {
             leases: Leases::default(),
             dependents: 0,
             restore: None,
+            health_check_interval: None,
             now: SystemTime::UNIX_EPOCH + Duration::from_secs(2_000),
         }
     }

@@ -54,13 +54,15 @@ pub enum ApplyReason {
 }
 
 /// Why a refresh is due (the refresh schedule). A pool's convergence and membership refreshes
-/// and a machine's health-check refresh come with the pool and remediation issues.
+/// come with the pool issue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefreshReason {
     /// A successful apply not yet followed by a refresh (machine).
     PostApply,
     /// Health reads pending.
     HealthPending,
+    /// A machine's `remediation.healthCheckIntervalSeconds` elapsed (with `annotateMachine`).
+    HealthCheck,
 }
 
 /// Why a Job starts.
@@ -232,8 +234,8 @@ pub enum Decision {
 ///
 /// A restore (`captf.io/restore-state`) comes right after the deletion branch: it beats every
 /// apply, refresh and drift check, and needs no readable state (it is how a lost or damaged
-/// state is put back). A pool's membership refreshes and a machine's health-check refreshes are
-/// not decided here yet: they come with the pool and remediation features.
+/// state is put back). A pool's membership refreshes are
+/// not decided here yet: they come with the pool feature.
 ///
 /// Every Job start passes the gates (the dependency gate only for an apply or plan), the retry
 /// backoff (failed Jobs only), the run lease and the cluster operation gate, any of which turns
@@ -572,6 +574,13 @@ fn scheduled(o: &Observed, cfg: &Config, state_hash: &str) -> Decision {
             every(schedule::pending_refresh_delay(o.pending_refreshes)),
             Operation::Refresh,
             StartReason::Refresh(RefreshReason::HealthPending),
+        ));
+    }
+    if let Some(interval) = o.health_check_interval.filter(|_| o.provisioned) {
+        candidates.push((
+            every(interval),
+            Operation::Refresh,
+            StartReason::Refresh(RefreshReason::HealthCheck),
         ));
     }
     let drift_since = [o.last.apply, o.last.drift_check]

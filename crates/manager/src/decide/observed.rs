@@ -316,6 +316,9 @@ pub struct Observed {
     /// A restore the `captf.io/restore-state` annotation asks for (a backup of this object that
     /// was not restored, or failed to restore, before).
     pub restore: Option<RestoreAsk>,
+    /// A TerraformMachine with `spec.remediation.annotateMachine`: its
+    /// `healthCheckIntervalSeconds`, a refresh cadence of its own (Machine Remediation).
+    pub health_check_interval: Option<Duration>,
     /// The time of this pass.
     pub now: SystemTime,
 }

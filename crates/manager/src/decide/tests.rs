@@ -69,6 +69,7 @@ fn mk_observed() -> Observed {
         leases: Leases::default(),
         dependents: 0,
         restore: None,
+        health_check_interval: None,
         now: now(),
     }
 }
@@ -1192,5 +1193,45 @@ fn a_machines_restore_waits_behind_the_clusters_operation() {
         &WaitReason::ClusterOperation {
             operation: Operation::Restore
         }
+    );
+}
+
+// Machine Remediation: `healthCheckIntervalSeconds`.
+
+#[test]
+fn a_machine_with_annotate_machine_refreshes_on_its_health_check_interval() {
+    let mut o = mk_machine();
+    o.provisioned = true;
+    // Drift off: without remediation nothing more is due.
+    o.drift.interval = Some(Duration::ZERO);
+    o.last.apply = Some(ago(400));
+    assert!(matches!(
+        decide(&o, &cfg()),
+        Decision::Nothing {
+            requeue_after: None
+        }
+    ));
+    o.health_check_interval = Some(Duration::from_secs(300));
+    let d = decide(&o, &cfg());
+    let start = started(&d);
+    assert_eq!(
+        (start.operation, start.reason),
+        (
+            Operation::Refresh,
+            StartReason::Refresh(RefreshReason::HealthCheck)
+        )
+    );
+    // Sampled recently: the next one waits for the interval.
+    o.last.refresh = Some(ago(10));
+    let Decision::Nothing {
+        requeue_after: Some(after),
+    } = decide(&o, &cfg())
+    else {
+        panic!("expected a requeue");
+    };
+    assert_eq!(
+        after,
+        schedule::jittered(&o.uid, Duration::from_secs(300))
+            .saturating_sub(Duration::from_secs(10))
     );
 }

@@ -595,6 +595,15 @@ async fn role_variant_image(
         std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
     }
     std::fs::write(dir.path().join("extra.tf"), extra_tf).unwrap();
+    // A variant may stand in for an output of the module: its `extra.tf` declares it, and the
+    // original is dropped here.
+    if extra_tf.contains("output \"health\"") {
+        let outputs = dir.path().join("outputs.tf");
+        let text = std::fs::read_to_string(&outputs).unwrap();
+        let start = text.find("output \"health\"").unwrap();
+        let end = start + text[start..].find("\n}\n").unwrap() + 3;
+        std::fs::write(&outputs, format!("{}{}", &text[..start], &text[end..])).unwrap();
+    }
     let tofu = testenv::testbin::path("tofu").unwrap();
     let base = tokio::task::spawn_blocking(move || tofu_base_layer(&tofu))
         .await
@@ -986,22 +995,9 @@ pub fn metric_sum(encoded: &str, name: &str, must: &[&str]) -> u64 {
 
 static DRIFTING: OnceCell<String> = OnceCell::const_new();
 
-/// The name of the state whose output `knob` stands for reality in [`drifting_image`].
-pub const DRIFT_KNOB_SECRET: &str = "tfstate-default-drift-knob";
-
-/// A cluster module whose infrastructure drifts on demand: it reads the output `knob` of the
-/// state `tfstate-default-drift-knob` in the object's namespace (through the `kubernetes`
-/// backend's `terraform_remote_state`, as a module reads anything outside its inputs) and keeps
-/// a `terraform_data.knob` for any value but `steady` (the default, also when there is no such
-/// state). Changing the knob after an apply is drift a drift check finds (one to add); a knob of
-/// `broken` also adds `terraform_data.knob_number`, whose apply fails (the knob is no number).
-pub async fn drifting_image(env: &testenv::TestEnv) -> String {
-    DRIFTING
-        .get_or_init(|| async {
-            variant_image(
-                env,
-                "captf/drifting-cluster",
-                r#"
+/// What the knob variants read from outside their inputs: the output `knob` of the state
+/// [`DRIFT_KNOB_SECRET`] in the object's namespace, `steady` when there is none.
+const KNOB_TF: &str = r#"
 data "terraform_remote_state" "knob" {
   backend = "kubernetes"
   config = {
@@ -1015,6 +1011,23 @@ data "terraform_remote_state" "knob" {
 locals {
   knob = data.terraform_remote_state.knob.outputs.knob
 }
+"#;
+
+/// The name of the state whose output `knob` stands for reality in [`drifting_image`].
+pub const DRIFT_KNOB_SECRET: &str = "tfstate-default-drift-knob";
+
+/// A cluster module whose infrastructure drifts on demand: it reads the output `knob` of the
+/// state `tfstate-default-drift-knob` in the object's namespace (through the `kubernetes`
+/// backend's `terraform_remote_state`, as a module reads anything outside its inputs) and keeps
+/// a `terraform_data.knob` for any value but `steady` (the default, also when there is no such
+/// state). Changing the knob after an apply is drift a drift check finds (one to add); a knob of
+/// `broken` also adds `terraform_data.knob_number`, whose apply fails (the knob is no number).
+pub async fn drifting_image(env: &testenv::TestEnv) -> String {
+    DRIFTING
+        .get_or_init(|| async {
+            let extra = format!(
+                "{KNOB_TF}{}",
+                r#"
 
 resource "terraform_data" "knob" {
   count = local.knob == "steady" ? 0 : 1
@@ -1025,9 +1038,9 @@ resource "terraform_data" "knob_number" {
   count = local.knob == "broken" ? 1 : 0
   input = tonumber(terraform_data.knob[0].output)
 }
-"#,
-            )
-            .await
+"#
+            );
+            variant_image(env, "captf/drifting-cluster", &extra).await
         })
         .await
         .clone()
@@ -1054,4 +1067,35 @@ pub async fn set_drift_knob(client: &Client, ns: &str, value: &str) {
     )
     .await
     .unwrap();
+}
+
+static AILING: OnceCell<String> = OnceCell::const_new();
+
+/// A machine module whose `health` output follows the knob of [`set_drift_knob`] (read like
+/// [`drifting_image`] does, from outside its inputs): `unhealthy` reads running but unhealthy,
+/// `terminated` reads terminated, anything else running and healthy.
+pub async fn ailing_machine_image(env: &testenv::TestEnv) -> String {
+    AILING
+        .get_or_init(|| async {
+            let extra = format!(
+                "{KNOB_TF}{}",
+                r#"
+locals {
+  ails = contains(["unhealthy", "terminated"], local.knob)
+}
+
+output "health" {
+  value = {
+    state   = local.knob == "terminated" ? "terminated" : "running"
+    healthy = !local.ails
+    message = local.ails ? "the test says so" : null
+    reasons = []
+  }
+}
+"#
+            );
+            role_variant_image(env, "machine", "captf/ailing-machine", &extra).await
+        })
+        .await
+        .clone()
 }
