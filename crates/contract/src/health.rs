@@ -179,11 +179,13 @@ pub enum HealthReason {
     InstanceUnhealthy,
     /// `unknown`.
     HealthUnknown,
+    /// A provisioned machine's `provider_id` came back null once: one more sample decides.
+    ProviderIdMissing,
 }
 
 impl HealthReason {
     /// Every reason.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Healthy,
         Self::InstanceDegraded,
         Self::InstancePending,
@@ -191,6 +193,7 @@ impl HealthReason {
         Self::InstanceTerminated,
         Self::InstanceUnhealthy,
         Self::HealthUnknown,
+        Self::ProviderIdMissing,
     ];
 
     /// The reason of a condition reason string; `None` for any other reason (for example
@@ -209,6 +212,7 @@ impl HealthReason {
             Self::InstanceTerminated => "InstanceTerminated",
             Self::InstanceUnhealthy => "InstanceUnhealthy",
             Self::HealthUnknown => "HealthUnknown",
+            Self::ProviderIdMissing => "ProviderIDMissing",
         }
     }
 
@@ -216,7 +220,7 @@ impl HealthReason {
     pub fn status(self) -> ConditionStatus {
         match self {
             Self::Healthy => ConditionStatus::True,
-            Self::HealthUnknown => ConditionStatus::Unknown,
+            Self::HealthUnknown | Self::ProviderIdMissing => ConditionStatus::Unknown,
             Self::InstanceDegraded
             | Self::InstancePending
             | Self::InstanceStopped
@@ -236,6 +240,10 @@ impl HealthReason {
                 "The module reports the infrastructure running but unhealthy"
             }
             Self::HealthUnknown => "The module cannot tell the infrastructure's health",
+            Self::ProviderIdMissing => {
+                "provider_id is null after provisioning; the next sample decides whether the \
+                 instance is gone"
+            }
         }
     }
 
@@ -246,7 +254,10 @@ impl HealthReason {
         match self {
             Self::Healthy => Some(false),
             Self::InstanceUnhealthy | Self::InstanceDegraded | Self::InstanceStopped => Some(true),
-            Self::InstancePending | Self::HealthUnknown | Self::InstanceTerminated => None,
+            Self::InstancePending
+            | Self::HealthUnknown
+            | Self::InstanceTerminated
+            | Self::ProviderIdMissing => None,
         }
     }
 }
@@ -279,6 +290,23 @@ impl HealthCondition {
             message: "The instance is gone: provider_id is null after provisioning".to_owned(),
         }
     }
+
+    /// A provisioned machine whose `provider_id` is null (Machine Role "provider_id", Common
+    /// "Out-of-band termination"): one sample is not trusted, so the first reads
+    /// `Unknown/ProviderIDMissing`, and only a second consecutive missing sample reads the
+    /// instance as terminated. `previous` is the reason the condition had; `sampled` whether
+    /// this reading is a new sample (a refresh or drift Job finished).
+    pub fn provider_id_missing(previous: Option<HealthReason>, sampled: bool) -> Self {
+        match previous {
+            Some(HealthReason::InstanceTerminated) => Self::instance_vanished(),
+            Some(HealthReason::ProviderIdMissing) if sampled => Self::instance_vanished(),
+            _ => Self {
+                status: ConditionStatus::Unknown,
+                reason: HealthReason::ProviderIdMissing,
+                message: HealthReason::ProviderIdMissing.default_message().to_owned(),
+            },
+        }
+    }
 }
 
 #[cfg(test)]
@@ -292,5 +320,23 @@ mod reason_tests {
         }
         assert_eq!(HealthReason::parse("Provisioning"), None);
         assert_eq!(HealthReason::parse("healthy"), None);
+    }
+
+    #[test]
+    fn a_missing_provider_id_is_terminated_only_on_the_second_sample() {
+        use super::HealthCondition;
+        let first = HealthCondition::provider_id_missing(None, true);
+        assert_eq!(first.reason, HealthReason::ProviderIdMissing);
+        // A pass without a new sample does not escalate.
+        let again = HealthCondition::provider_id_missing(Some(first.reason), false);
+        assert_eq!(again.reason, HealthReason::ProviderIdMissing);
+        let second = HealthCondition::provider_id_missing(Some(again.reason), true);
+        assert_eq!(second.reason, HealthReason::InstanceTerminated);
+        // Once terminated it stays so.
+        let later = HealthCondition::provider_id_missing(Some(second.reason), false);
+        assert_eq!(later.reason, HealthReason::InstanceTerminated);
+        // From any other reading the first missing sample is only ProviderIDMissing.
+        let from_healthy = HealthCondition::provider_id_missing(Some(HealthReason::Healthy), true);
+        assert_eq!(from_healthy.reason, HealthReason::ProviderIdMissing);
     }
 }

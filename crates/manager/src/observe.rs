@@ -517,6 +517,11 @@ async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Erro
         return Ok(());
     };
     let applied = s.inputs_hash.is_some();
+    // A refresh or drift Job that finished in this pass took a new health sample.
+    let sampled = o.books.kept.iter().any(|k| {
+        k.outcome == JobOutcome::Succeeded
+            && matches!(k.record.operation, Operation::Refresh | Operation::Drift)
+    });
     let out = outputs::apply(
         p.ctx,
         p.target,
@@ -524,6 +529,7 @@ async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Erro
         s,
         o.durable.kept_variables(),
         applied,
+        sampled,
         &mut p.facts,
         &mut p.findings,
         &mut p.outbox,
@@ -534,10 +540,6 @@ async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Erro
     o.health = out.reading;
     o.health_definite = out.definite;
     // Consecutive samples reading pending, for the refresh backoff (30 s, 1 m, 2 m, 4 m, 5 m).
-    let sampled = o.books.kept.iter().any(|k| {
-        k.outcome == JobOutcome::Succeeded
-            && matches!(k.record.operation, Operation::Refresh | Operation::Drift)
-    });
     match o.health {
         HealthReading::Pending if sampled => p.facts.record(Fact::HealthPending),
         HealthReading::Pending => {}

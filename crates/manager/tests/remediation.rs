@@ -53,6 +53,17 @@ async fn machine_annotations(client: &kube::Client, ns: &str) -> Value {
     m["metadata"]["annotations"].clone()
 }
 
+/// Waits for CAPTF's remediation request on the Machine; returns its annotations.
+async fn remediation_request(client: &kube::Client, ns: &str) -> Value {
+    eventually(LONG, "the remediation request", || async {
+        let a = machine_annotations(client, ns).await;
+        a.get("captf.io/remediation-requested")
+            .is_some()
+            .then_some(a)
+    })
+    .await
+}
+
 async fn samples(client: &kube::Client, ns: &str) -> Option<u64> {
     let tm = get_json(client, ns, TM, "TerraformMachine", "sick").await;
     tm["status"]["unhealthySamples"].as_u64()
@@ -91,13 +102,7 @@ async fn an_unhealthy_instance_is_annotated_at_the_threshold_and_withdrawn_when_
         Some(("False".to_owned(), "InstanceUnhealthy".to_owned()))
     );
     // At the threshold: requested, and why.
-    let a = eventually(LONG, "the remediation request", || async {
-        let a = machine_annotations(&client, &ns).await;
-        a.get("captf.io/remediation-requested")
-            .is_some()
-            .then_some(a)
-    })
-    .await;
+    let a = remediation_request(&client, &ns).await;
     assert_eq!(a["cluster.x-k8s.io/remediate-machine"], "");
     assert_eq!(
         a["captf.io/remediation-requested"],
@@ -151,13 +156,7 @@ async fn a_terminated_instance_takes_the_shortcut() {
     let _mgr = start_manager(&client, &ns, &images, "manager-terminated");
     provisioned_machine(&client, env, &images, &ns, "id-terminated", 50).await;
     set_drift_knob(&client, &ns, "terminated").await;
-    let a = eventually(LONG, "the remediation request", || async {
-        let a = machine_annotations(&client, &ns).await;
-        a.get("captf.io/remediation-requested")
-            .is_some()
-            .then_some(a)
-    })
-    .await;
+    let a = remediation_request(&client, &ns).await;
     assert_eq!(
         a["captf.io/remediation-requested"],
         "the instance is terminated"
@@ -169,4 +168,45 @@ async fn a_terminated_instance_takes_the_shortcut() {
         Some(("False".to_owned(), "InstanceTerminated".to_owned()))
     );
     assert_eq!(tm["status"]["unhealthySamples"].as_u64().unwrap_or(0), 0);
+}
+
+/// A `provider_id` that comes back null after provisioning is not trusted on one sample
+/// (`Unknown/ProviderIDMissing`, nothing requested); the second consecutive missing sample reads
+/// the instance as terminated and takes the shortcut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vanished_provider_id_is_terminated_on_the_second_sample() {
+    let Some((env, images)) = setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("vanished").await.unwrap();
+    identity(&client, "id-vanished", &[ns.as_str()], "planted-van-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-vanished");
+    provisioned_machine(&client, env, &images, &ns, "id-vanished", 50).await;
+    set_drift_knob(&client, &ns, "vanished").await;
+    eventually(LONG, "ProviderIDMissing", || async {
+        let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
+        (condition(&tm, "InfrastructureHealthy")
+            == Some(("Unknown".to_owned(), "ProviderIDMissing".to_owned())))
+        .then_some(())
+    })
+    .await;
+    let a = machine_annotations(&client, &ns).await;
+    assert!(
+        a.get("captf.io/remediation-requested").is_none(),
+        "requested on one missing sample: {a}"
+    );
+    let a = remediation_request(&client, &ns).await;
+    assert_eq!(
+        a["captf.io/remediation-requested"],
+        "the instance is terminated"
+    );
+    let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
+    assert_eq!(
+        condition(&tm, "InfrastructureHealthy"),
+        Some(("False".to_owned(), "InstanceTerminated".to_owned()))
+    );
+    // spec.providerID is kept.
+    assert!(tm["spec"]["providerID"].is_string(), "{tm}");
 }

@@ -595,12 +595,16 @@ async fn role_variant_image(
         std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
     }
     std::fs::write(dir.path().join("extra.tf"), extra_tf).unwrap();
-    // A variant may stand in for an output of the module: its `extra.tf` declares it, and the
-    // original is dropped here.
-    if extra_tf.contains("output \"health\"") {
+    // A variant may stand in for outputs of the module: its `extra.tf` declares them, and the
+    // originals are dropped here.
+    for output in ["health", "provider_id"] {
+        let block = format!("output \"{output}\"");
+        if !extra_tf.contains(&block) {
+            continue;
+        }
         let outputs = dir.path().join("outputs.tf");
         let text = std::fs::read_to_string(&outputs).unwrap();
-        let start = text.find("output \"health\"").unwrap();
+        let start = text.find(&block).unwrap();
         let end = start + text[start..].find("\n}\n").unwrap() + 3;
         std::fs::write(&outputs, format!("{}{}", &text[..start], &text[end..])).unwrap();
     }
@@ -1073,7 +1077,8 @@ static AILING: OnceCell<String> = OnceCell::const_new();
 
 /// A machine module whose `health` output follows the knob of [`set_drift_knob`] (read like
 /// [`drifting_image`] does, from outside its inputs): `unhealthy` reads running but unhealthy,
-/// `terminated` reads terminated, anything else running and healthy.
+/// `terminated` reads terminated, anything else running and healthy; `vanished` also turns its
+/// `provider_id` null, as when the instance disappeared from the state.
 pub async fn ailing_machine_image(env: &testenv::TestEnv) -> String {
     AILING
         .get_or_init(|| async {
@@ -1082,6 +1087,10 @@ pub async fn ailing_machine_image(env: &testenv::TestEnv) -> String {
                 r#"
 locals {
   ails = contains(["unhealthy", "terminated"], local.knob)
+}
+
+output "provider_id" {
+  value = local.knob == "vanished" ? null : "noop:///${var.captf_object.namespace}/${var.captf_object.name}"
 }
 
 output "health" {
