@@ -3,8 +3,8 @@
 //! Machine Role, Job Inputs, Terraform State). Cluster API's own controllers do not run: the test
 //! creates and updates the Cluster API objects the way they would.
 //!
-//! Needs root, the test binaries and a static runner (see `testenv::testbin::static_runner`);
-//! skipped with a message without the runner.
+//! Needs root, the test binaries and a static runner (`make runner-static-dev`,
+//! see `testenv::testbin::static_runner`); a test fails without it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -33,9 +33,7 @@ const LONG: Duration = Duration::from_secs(240);
 /// planted secrets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_and_machines_from_first_apply_to_destroy() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("lifecycle").await.unwrap();
@@ -349,9 +347,7 @@ async fn repoint_owned_secrets(
 /// durable inputs Secrets carried over) rebuilds `provisioned` from state and re-applies nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_moved_cluster_and_machine_rebuild_their_status_and_run_nothing() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("move").await.unwrap();
@@ -496,9 +492,7 @@ async fn a_moved_cluster_and_machine_rebuild_their_status_and_run_nothing() {
 /// `status.initialization` field does (issue 13, finding 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_plane_initialized_is_read_from_the_cluster_condition_too() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("cpinit").await.unwrap();
@@ -529,9 +523,7 @@ async fn control_plane_initialized_is_read_from_the_cluster_condition_too() {
 /// and the objects using it recover without waiting for a recheck (issue 13, finding 2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_identity_recovers_as_soon_as_its_secret_arrives() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("late-secret").await.unwrap();
@@ -587,9 +579,7 @@ async fn an_identity_recovers_as_soon_as_its_secret_arrives() {
 /// `clusterctl move` removed its finalizer and deleted it (issue 13, finding 3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_object_moved_away_takes_the_runner_rbac_and_leases_with_it() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("move-source").await.unwrap();
@@ -634,3 +624,4 @@ async fn the_last_object_moved_away_takes_the_runner_rbac_and_leases_with_it() {
     })
     .await;
 }
+
