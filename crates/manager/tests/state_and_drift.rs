@@ -139,7 +139,14 @@ async fn a_foreign_lock_is_reported_and_a_stale_own_lock_is_force_unlocked() {
         .iter()
         .map(|s| s["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(steps[..2], ["init".to_owned(), "force-unlock".to_owned()]);
+    assert_eq!(
+        steps[..3],
+        [
+            "version".to_owned(),
+            "init".to_owned(),
+            "force-unlock".to_owned()
+        ]
+    );
     let enc = mgr.metrics.encode();
     assert!(
         enc.contains("captf_lock_force_unlocks_total{kind=\"TerraformCluster\"} 1"),
