@@ -7,7 +7,7 @@
 //! deterministic, so a second pass finds what the first created. Writes to the object carry its
 //! resourceVersion; a conflict ends the pass and requeues it.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use api::constants::{annotations, conditions as ctype, events, reasons};
 use api::shared::ApplyPolicy;
@@ -18,12 +18,15 @@ use contract::names::{
 use contract::render::RenderedInputs;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::PostParams;
 use kube::runtime::controller::Action;
 use tracing::{info, warn};
 
-use crate::decide::{self, Decision, StartJob, WaitReason};
+use crate::decide::{
+    self, ApplyReason, Decision, JobOutcome, JobRecord, StartJob, StartReason, WaitReason,
+};
 use crate::kubeutil::{delete_opt, is_conflict};
 use crate::leases::{self, Take};
 use crate::observe::Observation;
@@ -267,10 +270,83 @@ async fn start_job(
     }
     request.force_unlock = force_unlock.as_deref();
     if create_job(p, &request, &rendered).await? {
+        if let Some(changed) = changed_at(start, p.target.meta(), &o.books.records) {
+            let delay = SystemTime::now()
+                .duration_since(changed)
+                .unwrap_or_default();
+            (p.ctx.metrics).job_create_delay(p.kind_name(), op.as_str(), delay.as_secs_f64());
+        }
         let unlock = force_unlock.is_some();
         announce(p, start, &job_name, &image, unlock, expect_plan.as_deref());
     }
     Ok(Started::Yes(job_name))
+}
+
+/// When the object changed in the way that made `start` due (`captf_job_create_delay_seconds`
+/// measures from there to the Job's creation): a destroy from the deletion timestamp; a first
+/// apply, an apply of changed inputs, or the plan standing in for either, from the object's last
+/// spec write (the newest `managedFields` entry of the object itself that owns `spec` fields),
+/// else its creation. Changed inputs count from no earlier than the end of the last successful
+/// apply: inputs that changed through a referenced ConfigMap, Secret or the Cluster changed after
+/// it. A restore counts from the last write of its `captf.io/restore-state` annotation. Retries,
+/// refreshes and drift checks are due by a schedule, not a change: `None`.
+/// When `captf.io/restore-state` was last written (the newest `managedFields` entry owning it).
+fn restore_asked_at(meta: &ObjectMeta) -> Option<SystemTime> {
+    let owned = format!(
+        "/f:metadata/f:annotations/f:{}",
+        annotations::RESTORE_STATE
+            .replace('~', "~0")
+            .replace('/', "~1")
+    );
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.pointer(&owned).is_some())
+        })
+        .filter_map(|m| m.time.as_ref().map(|t| SystemTime::from(t.0)))
+        .max()
+}
+
+pub(crate) fn changed_at(
+    start: &StartJob,
+    meta: &ObjectMeta,
+    records: &[JobRecord],
+) -> Option<SystemTime> {
+    let reason = match start.reason {
+        StartReason::Destroy => return meta.deletion_timestamp.as_ref().map(|t| t.0.into()),
+        StartReason::Apply(r) | StartReason::Plan(r) => r,
+        StartReason::Refresh(_) | StartReason::DriftCheck => return None,
+        StartReason::Restore => return restore_asked_at(meta),
+    };
+    let spec_written = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.get("f:spec").is_some())
+        })
+        .filter_map(|m| m.time.as_ref().map(|t| SystemTime::from(t.0)));
+    let created = meta.creation_timestamp.as_ref().map(|t| t.0.into());
+    let changed = spec_written.chain(created).max();
+    match reason {
+        ApplyReason::FirstApply => changed,
+        ApplyReason::InputsChanged | ApplyReason::NoInputsHash => {
+            let applied = records
+                .iter()
+                .filter(|r| {
+                    r.operation == Operation::Apply && r.outcome == Some(JobOutcome::Succeeded)
+                })
+                .filter_map(|r| r.finished);
+            changed.into_iter().chain(applied).max()
+        }
+        ApplyReason::RetryFailedApply | ApplyReason::DriftRemediation => None,
+    }
 }
 
 /// Under applyPolicy Manual an apply (but the first) runs only the plan reviewed in status.plan:
@@ -732,6 +808,130 @@ async fn drop_the_finalizer(mut p: Pass<'_>) -> Result<Action, Error> {
 mod tests {
     use super::*;
 
+    fn t(secs: i64) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(secs).unwrap(),
+        )
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    fn starting(reason: StartReason) -> StartJob {
+        let operation = match reason {
+            StartReason::Destroy => Operation::Destroy,
+            StartReason::Plan(_) => Operation::Plan,
+            StartReason::Refresh(_) | StartReason::DriftCheck => Operation::Refresh,
+            StartReason::Apply(_) => Operation::Apply,
+            StartReason::Restore => Operation::Restore,
+        };
+        StartJob {
+            operation,
+            reason,
+            attempt: 1,
+            tick: None,
+            inputs_hash: "h".into(),
+            restore: None,
+        }
+    }
+
+    /// Created at 100; spec written by a user at 300; status (a subresource) written at 900, and
+    /// the manager's metadata-only write (the move block) at 800: neither is a spec change.
+    fn meta() -> ObjectMeta {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let entry = |manager: &str, fields: serde_json::Value, sub: Option<&str>, time: i64| {
+            ManagedFieldsEntry {
+                manager: Some(manager.into()),
+                operation: Some("Update".into()),
+                fields_v1: Some(FieldsV1(fields)),
+                subresource: sub.map(str::to_owned),
+                time: Some(t(time)),
+                ..ManagedFieldsEntry::default()
+            }
+        };
+        ObjectMeta {
+            creation_timestamp: Some(t(100)),
+            managed_fields: Some(vec![
+                entry(
+                    "kubectl",
+                    serde_json::json!({"f:spec": {"f:x": {}}}),
+                    None,
+                    300,
+                ),
+                entry(
+                    "captf",
+                    serde_json::json!({"f:status": {}}),
+                    Some("status"),
+                    900,
+                ),
+                entry(
+                    "captf",
+                    serde_json::json!({"f:metadata": {"f:annotations": {}}}),
+                    None,
+                    800,
+                ),
+            ]),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn applied(finished: u64, outcome: JobOutcome) -> JobRecord {
+        JobRecord {
+            name: "j".into(),
+            operation: Operation::Apply,
+            attempt: 1,
+            tick: None,
+            inputs_hash: "h0".into(),
+            created: at(finished - 10),
+            started: None,
+            finished: Some(at(finished)),
+            outcome: Some(outcome),
+            drift_remediation: false,
+            run_secret_exists: true,
+            pod_ever_started: true,
+        }
+    }
+
+    /// `captf_job_create_delay_seconds` counts from the change that made the operation due: the
+    /// last spec write (not a status or metadata write) for a first apply or its plan, no earlier
+    /// than the last successful apply for changed inputs, the deletion for a destroy; scheduled
+    /// operations and retries are no change.
+    #[test]
+    fn the_create_delay_counts_from_the_change_that_made_the_operation_due() {
+        let m = meta();
+        let first = StartReason::Apply(ApplyReason::FirstApply);
+        assert_eq!(changed_at(&starting(first), &m, &[]), Some(at(300)));
+        let plan = StartReason::Plan(ApplyReason::FirstApply);
+        assert_eq!(changed_at(&starting(plan), &m, &[]), Some(at(300)));
+        let bare = ObjectMeta {
+            creation_timestamp: Some(t(100)),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(changed_at(&starting(first), &bare, &[]), Some(at(100)));
+        let changed = StartReason::Apply(ApplyReason::InputsChanged);
+        let records = [
+            applied(500, JobOutcome::Succeeded),
+            applied(700, JobOutcome::Failed),
+        ];
+        assert_eq!(changed_at(&starting(changed), &m, &records), Some(at(500)));
+        assert_eq!(changed_at(&starting(changed), &m, &[]), Some(at(300)));
+        let deleting = ObjectMeta {
+            deletion_timestamp: Some(t(1_000)),
+            ..meta()
+        };
+        let destroy = starting(StartReason::Destroy);
+        assert_eq!(changed_at(&destroy, &deleting, &[]), Some(at(1_000)));
+        for scheduled in [
+            StartReason::Apply(ApplyReason::RetryFailedApply),
+            StartReason::Apply(ApplyReason::DriftRemediation),
+            StartReason::DriftCheck,
+            StartReason::Refresh(decide::RefreshReason::PostApply),
+        ] {
+            assert_eq!(changed_at(&starting(scheduled), &m, &records), None);
+        }
+    }
+
     /// A destroy always renders from the durable inputs Secret, even when the current inputs
     /// carry the same hash (a TerraformCluster's current inputs may no longer be buildable, or
     /// may differ from what was applied in what the hash does not cover).
@@ -783,6 +983,43 @@ mod tests {
         assert_eq!(
             requeue_after(None, false, true, sync),
             Duration::from_millis(200)
+        );
+    }
+
+    /// A restore counts from the last write of its annotation, not from the spec.
+    #[test]
+    fn a_restore_is_due_from_its_annotation_write() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let entry = |secs: i64, fields: serde_json::Value| ManagedFieldsEntry {
+            manager: Some("kubectl".into()),
+            operation: Some("Update".into()),
+            time: Some(t(secs)),
+            fields_v1: Some(FieldsV1(fields)),
+            ..ManagedFieldsEntry::default()
+        };
+        let meta = ObjectMeta {
+            creation_timestamp: Some(t(100)),
+            managed_fields: Some(vec![
+                entry(300, serde_json::json!({"f:spec": {"f:x": {}}})),
+                entry(
+                    500,
+                    serde_json::json!({"f:metadata": {"f:annotations": {
+                        "f:captf.io/restore-state": {}}}}),
+                ),
+                entry(
+                    700,
+                    serde_json::json!({"f:metadata": {"f:annotations": {"f:other": {}}}}),
+                ),
+            ]),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(
+            changed_at(&starting(StartReason::Restore), &meta, &[]),
+            Some(at(500))
+        );
+        assert_eq!(
+            changed_at(&starting(StartReason::Restore), &ObjectMeta::default(), &[]),
+            None
         );
     }
 }

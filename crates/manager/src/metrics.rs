@@ -29,7 +29,8 @@ use prometheus_client::registry::Registry;
 
 /// The runner steps `captf_job_step_duration_seconds` and `captf_job_errors_total` name; any
 /// other step is recorded as `other`.
-pub const STEPS: [&str; 12] = [
+pub const STEPS: [&str; 13] = [
+    "version",
     "init",
     "force-unlock",
     "validate",
@@ -311,6 +312,7 @@ struct Inner {
     job_duration: Histograms<KindOpResultLabels>,
     step_duration: Histograms<KindOpStepLabels>,
     queue: Histograms<KindOpLabels>,
+    create_delay: Histograms<KindOpLabels>,
     job_errors: Family<JobErrorLabels, Counter>,
     jobs_active: Family<KindOpLabels, Gauge>,
     attempts: Histograms<KindOpLabels>,
@@ -416,6 +418,11 @@ fn register_job_metrics(inner: &mut Inner) {
         "captf_job_queue_seconds",
         "Time from Job creation to its source container starting",
         inner.queue.clone(),
+    );
+    r.register(
+        "captf_job_create_delay_seconds",
+        "Time from the object change that made an operation due to its Job's creation",
+        inner.create_delay.clone(),
     );
     r.register(
         "captf_job_errors",
@@ -591,6 +598,7 @@ impl Metrics {
             job_duration: Family::new_with_constructor(job_duration_histogram),
             step_duration: Family::new_with_constructor(step_duration_histogram),
             queue: Family::new_with_constructor(queue_histogram),
+            create_delay: Family::new_with_constructor(queue_histogram),
             job_errors: Family::default(),
             jobs_active: Family::default(),
             jobs_active_source: JobsActiveSource::default(),
@@ -701,6 +709,15 @@ impl Metrics {
     pub fn job_queue(&self, kind: &str, op: &str, secs: f64) {
         self.inner
             .queue
+            .get_or_create(&kind_op(kind, op))
+            .observe(secs);
+    }
+
+    /// A Job was created `secs` after the object change that made its operation due:
+    /// `captf_job_create_delay_seconds` ([`crate::act`] says which changes count).
+    pub fn job_create_delay(&self, kind: &str, op: &str, secs: f64) {
+        self.inner
+            .create_delay
             .get_or_create(&kind_op(kind, op))
             .observe(secs);
     }

@@ -386,14 +386,9 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use api::cluster::TerraformClusterStatus;
-    use api::shared::{ApplyPolicy, DriftAction};
-    use contract::names::ObjectKind;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-    use crate::decide::{
-        Approvals, Drift, Gates, HealthReading, Inputs, LastTimes, Leases, OwnerCheck, StartJob,
-        StartReason, StateRead,
-    };
+    use crate::decide::{StartJob, StartReason};
 
     fn at(secs: i64) -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
@@ -401,44 +396,11 @@ mod tests {
 
     /// A provisioned TerraformCluster's observation.
     fn observed() -> Observed {
-        Observed {
-            kind: ObjectKind::Cluster,
-            name: "c".into(),
-            uid: "uid".into(),
-            mutable: true,
-            provisioned: true,
-            names_cluster: true,
-            externally_managed: false,
-            deleting: false,
-            finalizer: true,
-            paused: false,
-            owner: OwnerCheck::Ok,
-            gates: Gates::default(),
-            jobs: Vec::new(),
-            state: StateRead::None,
-            inputs: Inputs::NotBuilt,
-            durable_inputs: true,
-            drift: Drift {
-                interval: None,
-                action: DriftAction::Report,
-                found: false,
-                remediation_failures: 0,
-            },
-            health: HealthReading::Definite,
-            pending_refreshes: 0,
-            last: LastTimes::default(),
-            approvals: Approvals {
-                policy: ApplyPolicy::Automatic,
-                plan: None,
-                approved_plan_hash: None,
-                approved_destructive_hash: None,
-            },
-            leases: Leases::default(),
-            dependents: 0,
-            restore: None,
-            health_check_interval: None,
-            now: SystemTime::UNIX_EPOCH + Duration::from_secs(2_000),
-        }
+        Observed::provisioned_cluster(
+            "c",
+            "uid",
+            SystemTime::UNIX_EPOCH + Duration::from_secs(2_000),
+        )
     }
 
     fn condition(type_: &str, status: &str, reason: &str, since: i64) -> Condition {

@@ -2,7 +2,7 @@
 //! real Jobs: a replacing apply is blocked until its inputs hash is approved, and under
 //! `applyPolicy: Manual` a change is planned, waits for its plan hash, then applies.
 //!
-//! Needs root, the test binaries and a static runner; skipped with a message without the runner.
+//! Needs root, the test binaries and a static runner (`make runner-static-dev`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -42,9 +42,7 @@ fn annotations(tc: &serde_json::Value) -> serde_json::Map<String, serde_json::Va
 /// `captf.io/approve-destructive-plan` annotation names its inputs hash; the approval is consumed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_destructive_plan_waits_for_its_inputs_hash_to_be_approved() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let image = slow_image(env).await;
@@ -150,9 +148,7 @@ async fn state_has_slow(client: &kube::Client, ns: &str) -> bool {
 /// the plan hash in `status.plan`, then applies exactly that plan; the approval is consumed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manual_cluster_applies_only_an_approved_plan() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let image = slow_image(env).await;

@@ -1,7 +1,7 @@
 //! State backups and restore with real Jobs (spec: Terraform State "State backups" and
 //! "Restore"; docs/src/runbooks/state-restore.md, followed step by step by the restore test).
 //!
-//! Needs root, the test binaries and a static runner; skipped with a message without the runner.
+//! Needs root, the test binaries and a static runner (`make runner-static-dev`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -151,9 +151,7 @@ async fn annotate(client: &kube::Client, ns: &str, name: &str, value: Option<&st
 /// `status.stateBackups` lists the two kept, newest first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_applies_keep_the_newest_backups_byte_identical_to_their_state() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let image = slow_image(env).await;
@@ -225,9 +223,7 @@ async fn three_applies_keep_the_newest_backups_byte_identical_to_their_state() {
 /// inputs differ from the restored state's) proceeds from it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_puts_back_the_backup_and_the_next_apply_proceeds_from_it() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let image = slow_image(env).await;
@@ -308,9 +304,7 @@ async fn a_restore_puts_back_the_backup_and_the_next_apply_proceeds_from_it() {
 /// refused with `RestoreBackupNotFound`: no Job, the state untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_of_a_missing_serial_is_refused() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("restore-missing").await.unwrap();

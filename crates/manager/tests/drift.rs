@@ -2,7 +2,7 @@
 //! real drift Jobs over a module whose infrastructure changes on demand (spec: Drift; Drift and
 //! Health "Report or remediate").
 //!
-//! Needs root, the test binaries and a static runner; skipped with a message without the runner.
+//! Needs root, the test binaries and a static runner (`make runner-static-dev`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -61,9 +61,7 @@ fn failed(job: &Job) -> bool {
 /// `True/DriftReported` with the counts, `status.lastRun.drift` records them, nothing re-applies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_found_is_reported_and_nothing_applies() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("drift-report").await.unwrap();
@@ -103,9 +101,7 @@ async fn drift_found_is_reported_and_nothing_applies() {
 /// current inputs runs, and its success clears the drift to `False/NoDrift` at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_found_is_remediated() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("drift-remediate").await.unwrap();
@@ -145,9 +141,7 @@ async fn drift_found_is_remediated() {
 /// drift stays `True/DriftPending` and nothing more is applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_remediation_stops_at_the_cap() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("drift-cap").await.unwrap();

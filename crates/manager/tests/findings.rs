@@ -4,7 +4,7 @@
 //! manager's caches without a controller, so a test chooses exactly which object a pass sees (a
 //! stale copy, say) and nothing else reconciles meanwhile.
 //!
-//! Needs root, the test binaries and a static runner; skipped with a message without the runner.
+//! Needs root, the test binaries and a static runner (`make runner-static-dev`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -24,6 +24,42 @@ use sha2::Digest;
 
 const LONG: Duration = Duration::from_secs(240);
 const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
+
+/// What the tests here start from: the shared environment and images, a client, the static
+/// `captf-runner` ClusterRole and a fresh namespace named after `prefix`.
+struct Fixture {
+    env: &'static testenv::TestEnv,
+    images: Images,
+    client: kube::Client,
+    ns: String,
+}
+
+async fn fixture(prefix: &str) -> Fixture {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace(prefix).await.unwrap();
+    Fixture {
+        env,
+        images,
+        client,
+        ns,
+    }
+}
+
+/// [`fixture`] with an identity `id-<prefix>` allowed in the namespace, its Secret holding
+/// `planted-<prefix>-1`.
+async fn fixture_with_identity(prefix: &str) -> Fixture {
+    let f = fixture(prefix).await;
+    identity(
+        &f.client,
+        &format!("id-{prefix}"),
+        &[f.ns.as_str()],
+        &format!("planted-{prefix}-1"),
+    )
+    .await;
+    f
+}
 
 fn condition_types(obj: &Value) -> Vec<String> {
     obj["status"]["conditions"]
@@ -60,13 +96,9 @@ async fn patch_json(client: &kube::Client, ns: &str, kind: &str, name: &str, pat
 /// Job: nothing it would write lands, and the Jobs it reads are the live ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pass_on_a_stale_copy_neither_reverts_conditions_nor_starts_a_second_job() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
-    let client = env.client().await.unwrap();
-    install_runner_cluster_role(&client).await;
-    let ns = env.namespace("stale").await.unwrap();
-    identity(&client, "id-stale", &[ns.as_str()], "planted-stale-1").await;
+    let Fixture {
+        images, client, ns, ..
+    } = fixture_with_identity("stale").await;
     let mgr = start_manager(&client, &ns, &images, "manager-stale");
     cluster(&client, &ns, "stale", "id-stale", &images.cluster).await;
     let tcs: Api<TerraformCluster> = Api::namespaced(client.clone(), &ns);
@@ -112,20 +144,13 @@ async fn a_pass_on_a_stale_copy_neither_reverts_conditions_nor_starts_a_second_j
 /// new value, long before any sync period or drift interval would look again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn editing_a_labelled_variables_config_map_re_applies_the_objects_that_reference_it() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
-    let client = env.client().await.unwrap();
-    install_runner_cluster_role(&client).await;
+    let Fixture {
+        env,
+        images,
+        client,
+        ns,
+    } = fixture_with_identity("varswatch").await;
     let image = slow_image(env).await;
-    let ns = env.namespace("varswatch").await.unwrap();
-    identity(
-        &client,
-        "id-varswatch",
-        &[ns.as_str()],
-        "planted-varswatch-1",
-    )
-    .await;
     create(
         &client,
         &ns,
@@ -195,13 +220,9 @@ async fn editing_a_labelled_variables_config_map_re_applies_the_objects_that_ref
 /// Job, and nothing is created in their namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn externally_managed_objects_of_every_kind_are_left_alone() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
-    let client = env.client().await.unwrap();
-    install_runner_cluster_role(&client).await;
-    let ns = env.namespace("extmgd").await.unwrap();
-    identity(&client, "id-extmgd", &[ns.as_str()], "planted-extmgd-1").await;
+    let Fixture {
+        images, client, ns, ..
+    } = fixture_with_identity("extmgd").await;
     cluster(&client, &ns, "ext", "id-extmgd", &images.cluster).await;
     machine(
         &client,
@@ -239,13 +260,9 @@ async fn externally_managed_objects_of_every_kind_are_left_alone() {
 /// mirror, no identity, state or inputs conditions, no Job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_finalizer_the_pass_stops_right_after_the_owner_lookup() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
-    let client = env.client().await.unwrap();
-    install_runner_cluster_role(&client).await;
-    let ns = env.namespace("nofin").await.unwrap();
-    identity(&client, "id-nofin", &[ns.as_str()], "planted-nofin-1").await;
+    let Fixture {
+        images, client, ns, ..
+    } = fixture_with_identity("nofin").await;
     cluster(&client, &ns, "nofin", "id-nofin", &images.cluster).await;
 
     let passes = Passes::start(&client, &ns, &images, "passes-nofin").await;
@@ -288,13 +305,9 @@ async fn without_a_finalizer_the_pass_stops_right_after_the_owner_lookup() {
 /// nothing else is read or started: no credentials, no runner RBAC, no state, no Job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_paused_branch_does_only_what_the_book_lists() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
-    let client = env.client().await.unwrap();
-    install_runner_cluster_role(&client).await;
-    let ns = env.namespace("paused").await.unwrap();
-    identity(&client, "id-paused", &[ns.as_str()], "planted-paused-1").await;
+    let Fixture {
+        images, client, ns, ..
+    } = fixture_with_identity("paused").await;
     cluster(&client, &ns, "paused", "id-paused", &images.cluster).await;
     patch_json(
         &client,
@@ -356,13 +369,9 @@ async fn the_paused_branch_does_only_what_the_book_lists() {
 /// hold its deletion (`DeletionBlocked=True/DependentsExist`), and the finalizer stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dependents_check_falls_back_to_the_cluster_owner_reference_name() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
-    let client = env.client().await.unwrap();
-    install_runner_cluster_role(&client).await;
-    let ns = env.namespace("depsref").await.unwrap();
-    identity(&client, "id-depsref", &[ns.as_str()], "planted-depsref-1").await;
+    let Fixture {
+        images, client, ns, ..
+    } = fixture_with_identity("depsref").await;
     create(
         &client,
         &ns,
@@ -411,11 +420,9 @@ async fn the_dependents_check_falls_back_to_the_cluster_owner_reference_name() {
 /// the same Job policy as its applies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphaned_machine_keeps_its_cluster_job_defaults() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
-    let client = env.client().await.unwrap();
-    let ns = env.namespace("orphan").await.unwrap();
+    let Fixture {
+        images, client, ns, ..
+    } = fixture("orphan").await;
     create(
         &client,
         &ns,
@@ -478,12 +485,9 @@ async fn runner_subjects(client: &kube::Client, ns: &str) -> Vec<String> {
 /// (The identity does not exist, so no Job starts and no running Job needs either account.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runner_role_binding_subjects_are_recomputed_not_only_grown() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
-    let client = env.client().await.unwrap();
-    install_runner_cluster_role(&client).await;
-    let ns = env.namespace("rbsubj").await.unwrap();
+    let Fixture {
+        images, client, ns, ..
+    } = fixture("rbsubj").await;
     create(
         &client,
         &ns,

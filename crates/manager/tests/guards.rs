@@ -2,7 +2,7 @@
 //! backoff", "Run leases and the cluster operation gate", "Bookkeeping"; Identities and
 //! Credentials "Revoke access"), with real Jobs in the test environment.
 //!
-//! Needs root, the test binaries and a static runner; skipped with a message without the runner.
+//! Needs root, the test binaries and a static runner (`make runner-static-dev`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -47,9 +47,7 @@ fn metric(encoded: &str, name: &str, must: &[&str]) -> f64 {
 /// An identity that does not allow the namespace runs nothing: no Job, no mirror.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_identity_not_allowing_the_namespace_runs_nothing() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("denied").await.unwrap();
@@ -85,9 +83,7 @@ async fn an_identity_not_allowing_the_namespace_runs_nothing() {
 /// A failing apply is retried after the book's first backoff step (one minute), not before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_apply_backs_off_one_minute() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let image = failing_image(env).await;
@@ -137,9 +133,7 @@ async fn a_failing_apply_backs_off_one_minute() {
 /// failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_pod_is_interrupted_and_retried_at_once() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let image = slow_image(env).await;
@@ -240,9 +234,7 @@ async fn a_killed_pod_is_interrupted_and_retried_at_once() {
 /// Two managers reconciling the same objects start one Job per operation, never two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_managers_never_run_two_jobs_for_one_object() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("twomgr").await.unwrap();
@@ -296,9 +288,7 @@ async fn two_managers_never_run_two_jobs_for_one_object() {
 /// A manager killed while its Job runs loses nothing: the next one picks the finished Job up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_manager_picks_up_the_finished_job() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("restart").await.unwrap();
@@ -344,9 +334,7 @@ async fn a_restarted_manager_picks_up_the_finished_job() {
 /// Under the cluster operation gate a machine's apply waits for its cluster's running apply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_apply_waits_for_the_cluster_apply() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let image = slow_image(env).await;
@@ -416,9 +404,7 @@ async fn a_machine_apply_waits_for_the_cluster_apply() {
 /// meanwhile does not start; it waits behind the cluster's operation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_created_while_the_cluster_waits_for_the_gate_does_not_start() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let cluster_image = slow_image(env).await;
@@ -496,9 +482,7 @@ async fn a_machine_created_while_the_cluster_waits_for_the_gate_does_not_start()
 /// condition that reverts (a `Ready` that went True stays True, `provisioned` stays true).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_managers_without_leader_election_over_twenty_machines() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("twenty").await.unwrap();
@@ -600,9 +584,7 @@ async fn two_managers_without_leader_election_over_twenty_machines() {
 /// a pass makes, and are not counted; neither are the requests about other tests' objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steady_state_reconcile_requests() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let admin = env.client().await.unwrap();
     install_runner_cluster_role(&admin).await;
     let ns = env.namespace("steady").await.unwrap();

@@ -3,8 +3,8 @@
 //! Machine Role, Job Inputs, Terraform State). Cluster API's own controllers do not run: the test
 //! creates and updates the Cluster API objects the way they would.
 //!
-//! Needs root, the test binaries and a static runner (see `testenv::testbin::static_runner`);
-//! skipped with a message without the runner.
+//! Needs root, the test binaries and a static runner (`make runner-static-dev`,
+//! see `testenv::testbin::static_runner`); a test fails without it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -33,9 +33,7 @@ const LONG: Duration = Duration::from_secs(240);
 /// planted secrets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_and_machines_from_first_apply_to_destroy() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("lifecycle").await.unwrap();
@@ -45,6 +43,7 @@ async fn cluster_and_machines_from_first_apply_to_destroy() {
     // The manager runs as its ServiceAccount with exactly config/rbac/role.yaml.
     let manager_client = manager_client(env, &client).await;
     let mgr = start_manager(&manager_client, &ns, &images, "manager-a");
+    let scrape_url = serve_metrics(&mgr);
 
     cluster(&client, &ns, "prod", "id-lifecycle", &images.cluster).await;
     let tc = wait_ready(&client, &ns, "TerraformCluster", "prod", "True", LONG).await;
@@ -252,6 +251,7 @@ async fn cluster_and_machines_from_first_apply_to_destroy() {
         .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
         .sum::<u64>();
     assert_eq!(destroyed, 7, "one destroy per object");
+    the_run_pipeline_latency_is_populated(&scrape_url).await;
 
     // Nothing of CAPTF's is left: no state, inputs, run or mirror Secret, no lease.
     eventually(Duration::from_secs(60), "no CAPTF Secret left", || async {
@@ -349,9 +349,7 @@ async fn repoint_owned_secrets(
 /// durable inputs Secrets carried over) rebuilds `provisioned` from state and re-applies nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_moved_cluster_and_machine_rebuild_their_status_and_run_nothing() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("move").await.unwrap();
@@ -496,9 +494,7 @@ async fn a_moved_cluster_and_machine_rebuild_their_status_and_run_nothing() {
 /// `status.initialization` field does (issue 13, finding 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_plane_initialized_is_read_from_the_cluster_condition_too() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("cpinit").await.unwrap();
@@ -529,9 +525,7 @@ async fn control_plane_initialized_is_read_from_the_cluster_condition_too() {
 /// and the objects using it recover without waiting for a recheck (issue 13, finding 2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_identity_recovers_as_soon_as_its_secret_arrives() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("late-secret").await.unwrap();
@@ -587,9 +581,7 @@ async fn an_identity_recovers_as_soon_as_its_secret_arrives() {
 /// `clusterctl move` removed its finalizer and deleted it (issue 13, finding 3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_object_moved_away_takes_the_runner_rbac_and_leases_with_it() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("move-source").await.unwrap();
@@ -633,4 +625,81 @@ async fn the_last_object_moved_away_takes_the_runner_rbac_and_leases_with_it() {
         (count().await == (0, 0, 0)).then_some(())
     })
     .await;
+}
+
+/// Serves the manager's metrics on a loopback port as `--diagnostics-address` with
+/// `--insecure-diagnostics` would; answers the `/metrics` URL.
+fn serve_metrics(mgr: &RunningManager) -> String {
+    let settings = manager::diagnostics::DiagnosticsSettings {
+        health_addr: "0".into(),
+        diagnostics_addr: "127.0.0.1:0".into(),
+        insecure: true,
+        ..Default::default()
+    };
+    let listeners = manager::diagnostics::DiagnosticsListeners::bind(&settings).unwrap();
+    let url = format!("http://{}/metrics", listeners.diagnostics_addr().unwrap());
+    tokio::spawn(manager::diagnostics::serve_on(
+        listeners,
+        settings,
+        std::env::temp_dir(),
+        mgr.metrics.clone(),
+        manager::diagnostics::Readiness::default(),
+        None,
+        std::future::pending(),
+    ));
+    url
+}
+
+/// The sum of the samples of `series` whose labels include every one of `labels`.
+fn sample_sum(exposition: &str, series: &str, labels: &[(&str, &str)]) -> f64 {
+    exposition
+        .lines()
+        .filter(|l| l.starts_with(&format!("{series}{{")))
+        .filter(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Issue 20: scraped over HTTP after a cluster and its machines were applied and destroyed, each
+/// stage of the run pipeline has samples for both kinds and both operations: object change to
+/// Job created, Job created to pod running, and every runner step the no-op module ran (a
+/// cluster's apply reads its plan back for the delete guard, so it has a `show-json` step).
+async fn the_run_pipeline_latency_is_populated(url: &str) {
+    let exposition = reqwest::get(url).await.unwrap().text().await.unwrap();
+    let apply_steps = |kind| match kind {
+        "TerraformCluster" => &["version", "init", "validate", "plan", "show-json", "apply"][..],
+        _ => &["version", "init", "validate", "plan", "apply"][..],
+    };
+    for kind in ["TerraformCluster", "TerraformMachine"] {
+        for (op, steps) in [
+            ("apply", apply_steps(kind)),
+            ("destroy", &["version", "init", "destroy"][..]),
+        ] {
+            let labels = [("kind", kind), ("op", op)];
+            for series in [
+                "captf_job_create_delay_seconds_count",
+                "captf_job_queue_seconds_count",
+            ] {
+                assert!(
+                    sample_sum(&exposition, series, &labels) >= 1.0,
+                    "no {series} sample for {kind} {op}"
+                );
+            }
+            for step in steps {
+                let labels = [("kind", kind), ("op", op), ("step", step)];
+                assert!(
+                    sample_sum(
+                        &exposition,
+                        "captf_job_step_duration_seconds_count",
+                        &labels
+                    ) >= 1.0,
+                    "no step {step} sample for {kind} {op}"
+                );
+            }
+        }
+    }
 }

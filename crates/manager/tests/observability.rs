@@ -2,9 +2,9 @@
 //! manager's metric registry (INTERFACE-FACTS §3 "Metrics and alerts", docs/src/reference/
 //! metrics.md): every alert expression passes its `promtool test rules` cases on synthetic series
 //! (config/prometheus/tests/rules_test.yaml), every alert has cases, and every series an alert or
-//! a dashboard panel reads is one the manager exports, or one of the run-pipeline histograms agreed
-//! for a later round ([`NOT_EXPORTED_YET`], listed on the book's "Not built yet" page). The
-//! metrics table of the book's manager reference lists exactly the registry's families.
+//! a dashboard panel reads is one the manager exports. The metrics table of the book's manager
+//! reference lists exactly the registry's families, and what the book lists as not recorded, not
+//! set or not emitted yet is used nowhere in the code.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -32,6 +32,7 @@ fn every_family_recorded() -> Metrics {
     m.job_attempts(k, op, 1);
     m.job_step_duration(k, op, "plan", 1.0);
     m.job_queue(k, op, 1.0);
+    m.job_create_delay(k, op, 1.0);
     m.set_jobs_active(k, op, 1);
     m.resources_changed(k, op, "add", 1);
     m.drift_resources(k, "change", 1);
@@ -248,11 +249,6 @@ fn alerts_pass_their_promtool_tests() {
     );
 }
 
-/// Histograms the dashboard already charts that the manager does not export yet (issue 20's
-/// run-pipeline latency; the book's "Not built yet" page names them). When the manager exports
-/// one, it leaves this list (the test below fails until it does).
-const NOT_EXPORTED_YET: &[&str] = &["captf_job_create_delay_seconds"];
-
 fn dashboard_exprs(dashboard: &Value) -> Vec<(String, String)> {
     let mut exprs = Vec::new();
     for panel in dashboard["panels"].as_array().expect("panels") {
@@ -277,17 +273,6 @@ fn the_dashboard_is_json_and_charts_only_exported_metrics() {
         .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
     assert!(dashboard["uid"].is_string() && dashboard["title"].is_string());
     let series = exported_series();
-    let not_built = read(&repo("docs/src/not-built-yet.md"));
-    for name in NOT_EXPORTED_YET {
-        assert!(
-            !series.contains(&format!("{name}_bucket")),
-            "{name} is exported now: remove it from NOT_EXPORTED_YET and the Not built yet page"
-        );
-        assert!(
-            not_built.contains(name),
-            "{name} is not on docs/src/not-built-yet.md"
-        );
-    }
     let exprs = dashboard_exprs(&dashboard);
     let mut charted = BTreeSet::new();
     for (title, expr) in &exprs {
@@ -299,7 +284,7 @@ fn the_dashboard_is_json_and_charts_only_exported_metrics() {
                 .find_map(|s| name.strip_suffix(s))
                 .unwrap_or(&name);
             assert!(
-                series.contains(&name) || NOT_EXPORTED_YET.contains(&base),
+                series.contains(&name),
                 "panel {title:?} reads {name}, which the manager does not export"
             );
             charted.insert(base.to_owned());
@@ -310,6 +295,7 @@ fn the_dashboard_is_json_and_charts_only_exported_metrics() {
         "captf_jobs_total",
         "captf_job_queue_seconds",
         "captf_job_step_duration_seconds",
+        "captf_job_create_delay_seconds",
         "captf_state_bytes",
     ] {
         assert!(charted.contains(needed), "the dashboard charts no {needed}");
@@ -353,4 +339,180 @@ fn the_metrics_reference_lists_exactly_the_registered_families() {
          registered, not documented (or another type): {missing:?}\n\
          documented, not registered: {unknown:?}"
     );
+}
+
+// The book's "Not built yet" page (docs/src/not-built-yet.md) and the reference pages' "Defined,
+// not ..." sections against the product's code: every metric the page lists as registered but
+// never recorded, every condition reason listed as defined but not set, and every event reason
+// listed as defined but not emitted is really unused by the binaries that write to the API
+// server: the manager, the webhook and the runner. (`contract` may already compute a reason for
+// a kind that is not reconciled yet, e.g. a pool's `InstancesTruncated`: pure logic sets
+// nothing.) A name that becomes used must leave those lists, and the page must say what is
+// built, or this test fails.
+
+/// Every `.rs` file under `dir`, with its text.
+fn sources(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = read(&path);
+            out.push((path, text));
+        }
+    }
+}
+
+/// The product's code that records a metric, sets a condition or emits an event.
+fn product_sources() -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for dir in [
+        "crates/manager/src",
+        "crates/webhook/src",
+        "crates/runner/src",
+    ] {
+        sources(&repo(dir), &mut out);
+    }
+    out
+}
+
+/// The backticked words of `text`.
+fn backticked(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// The text of the list item of `page` that starts with `**title**`.
+fn item<'a>(page: &'a str, title: &str) -> &'a str {
+    let start = page
+        .find(&format!("- **{title}**"))
+        .unwrap_or_else(|| panic!("no item {title:?} on the page"));
+    let rest = &page[start + 2..];
+    let end = rest
+        .find("\n- ")
+        .or_else(|| rest.find("\n\n"))
+        .unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// The section of `page` under `## title`, up to the next heading.
+fn section<'a>(page: &'a str, title: &str) -> &'a str {
+    let start = page
+        .find(&format!("\n## {title}\n"))
+        .unwrap_or_else(|| panic!("no section {title:?}"));
+    let rest = &page[start + title.len() + 5..];
+    &rest[..rest.find("\n## ").unwrap_or(rest.len())]
+}
+
+/// The methods of `crates/manager/src/metrics.rs` that record the family registered as `name`
+/// (its field of `Inner`, then every `pub fn` whose body reaches that field to create a series;
+/// removing one records nothing).
+fn recorders(metrics_rs: &str, name: &str) -> Vec<String> {
+    let registered = metrics_rs
+        .find(&format!("\"{name}\","))
+        .unwrap_or_else(|| panic!("{name} is not registered in metrics.rs"));
+    let after = &metrics_rs[registered..];
+    let field = after
+        .split("inner.")
+        .nth(1)
+        .and_then(|r| r.split(".clone()").next())
+        .unwrap_or_else(|| panic!("no field registered as {name}"))
+        .to_owned();
+    metrics_rs
+        .split("    pub fn ")
+        .skip(1)
+        .filter(|body| {
+            let body = &body[..body.find("\n    }\n").unwrap_or(body.len())];
+            (body.contains(&format!(".{field}\n")) || body.contains(&format!(".{field}.")))
+                && body.contains("get_or_create")
+        })
+        .map(|body| body.split('(').next().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn metrics_registered_but_never_recorded_are_recorded_nowhere() {
+    let page = read(&repo("docs/src/not-built-yet.md"));
+    let listed: Vec<&str> = backticked(item(&page, "Registered but never recorded."))
+        .into_iter()
+        .filter(|n| n.starts_with("captf_"))
+        .collect();
+    assert!(!listed.is_empty(), "the page lists no metric");
+    let metrics_rs = read(&repo("crates/manager/src/metrics.rs"));
+    let code = product_sources();
+    for name in listed {
+        let family = name.strip_suffix("_total").unwrap_or(name);
+        let methods = recorders(&metrics_rs, family);
+        assert!(
+            !methods.is_empty(),
+            "no method of metrics.rs records {name}"
+        );
+        for method in &methods {
+            for (path, text) in &code {
+                if path.ends_with("metrics.rs") {
+                    continue;
+                }
+                assert!(
+                    !text.contains(&format!(".{method}(")),
+                    "{name} is listed as never recorded, but {} calls {method}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+/// The Rust constant of `module` in crates/api/src/constants.rs whose value is `value`.
+fn constant(constants: &str, module: &str, value: &str) -> Option<String> {
+    let body = constants.split(&format!("pub mod {module} {{")).nth(1)?;
+    let body = &body[..body.find("\n}\n").unwrap_or(body.len())];
+    body.lines().find_map(|l| {
+        let l = l.trim().strip_prefix("pub const ")?;
+        let (ident, rest) = l.split_once(':')?;
+        rest.contains(&format!("= \"{value}\";"))
+            .then(|| ident.trim().to_owned())
+    })
+}
+
+/// Asserts that no product source names `module::IDENT` for `value`, nor spells `value` quoted.
+fn unused(code: &[(PathBuf, String)], constants: &str, module: &str, alias: &str, value: &str) {
+    let ident = constant(constants, module, value)
+        .unwrap_or_else(|| panic!("{value} is not a constant of api::constants::{module}"));
+    for (path, text) in code {
+        for used in [
+            format!("{module}::{ident}"),
+            format!("{alias}::{ident}"),
+            format!("\"{value}\""),
+        ] {
+            assert!(
+                !text.contains(&used),
+                "{value} is listed as not used yet, but {} has {used}",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn reasons_defined_but_not_set_and_events_not_emitted_are_used_nowhere() {
+    let constants = read(&repo("crates/api/src/constants.rs"));
+    let code = product_sources();
+    let conditions = read(&repo("docs/src/reference/conditions.md"));
+    let reasons: BTreeSet<&str> = section(&conditions, "Defined, not set yet")
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|l| backticked(l.split('|').nth(2).unwrap_or("")))
+        .collect();
+    assert!(!reasons.is_empty(), "the conditions page lists no reason");
+    for reason in reasons {
+        unused(&code, &constants, "reasons", "reasons", reason);
+    }
+    let events = read(&repo("docs/src/reference/events.md"));
+    let names: BTreeSet<&str> = backticked(section(&events, "Defined, not emitted yet"))
+        .into_iter()
+        .filter(|n| n.starts_with(|c: char| c.is_ascii_uppercase()))
+        .collect();
+    assert!(!names.is_empty(), "the events page lists no event");
+    for name in names {
+        unused(&code, &constants, "events", "events", name);
+    }
 }

@@ -2,7 +2,7 @@
 //! Health "Unhealthy samples"): samples counted, the Machine annotated at the threshold and the
 //! request withdrawn when healthy again; a terminated instance taking the shortcut.
 //!
-//! Needs root, the test binaries and a static runner; skipped with a message without the runner.
+//! Needs root, the test binaries and a static runner (`make runner-static-dev`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -74,9 +74,7 @@ async fn samples(client: &kube::Client, ns: &str) -> Option<u64> {
 /// the instance reads Healthy again both go and the count resets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unhealthy_instance_is_annotated_at_the_threshold_and_withdrawn_when_healthy() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("remediate").await.unwrap();
@@ -146,9 +144,7 @@ async fn an_unhealthy_instance_is_annotated_at_the_threshold_and_withdrawn_when_
 /// remediation, and the count is left as it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminated_instance_takes_the_shortcut() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("terminated").await.unwrap();
@@ -175,9 +171,7 @@ async fn a_terminated_instance_takes_the_shortcut() {
 /// the instance as terminated and takes the shortcut.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vanished_provider_id_is_terminated_on_the_second_sample() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("vanished").await.unwrap();

@@ -1,7 +1,7 @@
 //! The state lock and the drift schedule with real Jobs (spec: Terraform State "Locks", Drift and
 //! Health "What runs, and when").
 //!
-//! Needs root, the test binaries and a static runner; skipped with a message without the runner.
+//! Needs root, the test binaries and a static runner (`make runner-static-dev`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -58,9 +58,7 @@ async fn poke(client: &kube::Client, ns: &str, name: &str, value: &str) {
 /// object's own runner pods that is gone is force-unlocked by the next Job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_lock_is_reported_and_a_stale_own_lock_is_force_unlocked() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("locks").await.unwrap();
@@ -141,7 +139,14 @@ async fn a_foreign_lock_is_reported_and_a_stale_own_lock_is_force_unlocked() {
         .iter()
         .map(|s| s["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(steps[..2], ["init".to_owned(), "force-unlock".to_owned()]);
+    assert_eq!(
+        steps[..3],
+        [
+            "version".to_owned(),
+            "init".to_owned(),
+            "force-unlock".to_owned()
+        ]
+    );
     let enc = mgr.metrics.encode();
     assert!(
         enc.contains("captf_lock_force_unlocks_total{kind=\"TerraformCluster\"} 1"),
@@ -152,9 +157,7 @@ async fn a_foreign_lock_is_reported_and_a_stale_own_lock_is_force_unlocked() {
 /// A drift interval runs drift checks that find nothing on an unchanged no-op module.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_checks_run_on_their_interval() {
-    let Some((env, images)) = setup().await else {
-        return;
-    };
+    let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
     let ns = env.namespace("drift").await.unwrap();

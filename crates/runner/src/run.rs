@@ -305,7 +305,8 @@ impl Runner {
         }
     }
 
-    /// `version -json`: informational, never fails the run (except by a stop request).
+    /// `version -json`: informational, never fails the run (except by a stop request); its time
+    /// is the result document's first step, `version`.
     async fn version(&mut self) -> Result<(), Failure> {
         let args = steps::version_args();
         let inv = self.invocation(&args, steps::Stdout::StreamAndKeep);
@@ -313,6 +314,10 @@ impl Runner {
         match exec::run(&inv, &mut interrupt).await {
             Ok(f) if f.interrupted => Err(Self::interrupted_before("the first step")),
             Ok(f) => {
+                // Reported like a step (the manager's per-step histogram), though it fails none.
+                self.doc
+                    .steps
+                    .push(StepRecord::new("version", f.exit, f.elapsed));
                 if let Some(v) = output::runtime_version(&f.stdout) {
                     info!(version = %v, "runtime version");
                     self.doc.runtime.version = v;

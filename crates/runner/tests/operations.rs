@@ -41,7 +41,7 @@ async fn first_apply_creates_the_state_and_reports_every_stage() {
     );
     assert_eq!(r["runtime"]["version"], "1.12.6");
     assert_eq!(r["changes"], json!({"add": 1, "change": 0, "destroy": 0}));
-    assert_eq!(r["steps"][2]["exit"], 2, "plan exits 2: changes present");
+    assert_eq!(r["steps"][3]["exit"], 2, "plan exits 2: changes present");
     assert!(r["drift"].is_null());
     assert!(
         r.get("plan").is_none(),
@@ -139,7 +139,7 @@ async fn a_no_change_apply_skips_the_apply_step() {
     let run = fx.run("apply", &[]).await;
     run.assert_ok();
     assert_eq!(run.step_names(), ["init", "validate", "plan"]);
-    assert_eq!(run.result["steps"][2]["exit"], 0);
+    assert_eq!(run.result["steps"][3]["exit"], 0);
     assert_eq!(
         run.result["changes"],
         json!({"add": 0, "change": 0, "destroy": 0})
@@ -740,7 +740,7 @@ async fn a_stale_lock_is_force_unlocked() {
         run.step_names(),
         ["init", "force-unlock", "validate", "plan", "apply"]
     );
-    assert_eq!(run.result["steps"][1]["exit"], 0);
+    assert_eq!(run.result["steps"][2]["exit"], 0);
     assert_eq!(fx.lock_holder().await, None);
     assert_eq!(
         fx.state().await.unwrap()["outputs"]["name"]["value"],
@@ -757,7 +757,7 @@ async fn a_stale_lock_is_force_unlocked() {
         ["init", "force-unlock", "validate", "plan"]
     );
     assert_eq!(
-        again.result["steps"][1]["exit"], 1,
+        again.result["steps"][2]["exit"], 1,
         "force-unlock failed, accepted"
     );
 }

@@ -314,7 +314,7 @@ async fn an_apply_job_runs_the_runner_inside_the_module_image() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(steps, ["init", "validate", "plan", "apply"]);
+    assert_eq!(steps, ["version", "init", "validate", "plan", "apply"]);
     assert_eq!(
         result["changes"],
         json!({"add": 2, "change": 0, "destroy": 0})

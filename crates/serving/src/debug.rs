@@ -160,35 +160,40 @@ pub fn init_logging(
     initial: tracing_subscriber::EnvFilter,
     filter_for: FilterFor,
 ) -> anyhow::Result<()> {
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(initial);
     let level = match format {
-        "text" => {
-            let builder = tracing_subscriber::fmt()
-                .with_writer(std::io::stderr)
-                .with_env_filter(initial)
-                .with_filter_reloading();
-            let handle = builder.reload_handle();
-            builder.try_init().map_err(|e| anyhow::anyhow!("{e}"))?;
-            LogLevel::new(verbosity, move |v| {
-                handle.reload(filter_for(v)).map_err(|e| e.to_string())
-            })
-        }
-        "json" => {
-            let builder = tracing_subscriber::fmt()
-                .json()
-                .flatten_event(true)
-                .with_writer(std::io::stderr)
-                .with_env_filter(initial)
-                .with_filter_reloading();
-            let handle = builder.reload_handle();
-            builder.try_init().map_err(|e| anyhow::anyhow!("{e}"))?;
-            LogLevel::new(verbosity, move |v| {
-                handle.reload(filter_for(v)).map_err(|e| e.to_string())
-            })
-        }
+        "text" => reloadable(builder, verbosity, filter_for)?,
+        "json" => reloadable(builder.json().flatten_event(true), verbosity, filter_for)?,
         other => anyhow::bail!("--logging-format must be text or json, not {other:?}"),
     };
     install_log_level(level);
     Ok(())
+}
+
+/// Installs `builder`'s subscriber with a reloadable filter, and answers the [`LogLevel`] that
+/// replaces the filter with `filter_for` a new verbosity. The text and the json subscribers
+/// differ only in their field and event formats (`N`, `E`).
+fn reloadable<N, E, W>(
+    builder: tracing_subscriber::fmt::SubscriberBuilder<N, E, tracing_subscriber::EnvFilter, W>,
+    verbosity: u8,
+    filter_for: FilterFor,
+) -> anyhow::Result<LogLevel>
+where
+    N: for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static,
+    E: tracing_subscriber::fmt::FormatEvent<tracing_subscriber::Registry, N>
+        + Send
+        + Sync
+        + 'static,
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let builder = builder.with_filter_reloading();
+    let handle = builder.reload_handle();
+    builder.try_init().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(LogLevel::new(verbosity, move |v| {
+        handle.reload(filter_for(v)).map_err(|e| e.to_string())
+    }))
 }
 
 /// The `/debug/...` router. Each request is [`authorize`]d for its path and verb first.

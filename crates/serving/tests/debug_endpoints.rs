@@ -11,13 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use axum_server::tls_rustls::RustlsConfig;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use kube::Api;
-use kube::api::PostParams;
 use pprof::protos::Message as _;
 use serving::{DiagnosticsAuth, Servers, TlsPolicy};
 use testenv::TestEnv;
@@ -71,70 +65,6 @@ fn https() -> reqwest::Client {
         .expect("an HTTPS client")
 }
 
-/// A ServiceAccount `name` in `ns` and a token for it, as a person or a tool would present.
-async fn token(client: &kube::Client, ns: &str, name: &str) -> anyhow::Result<String> {
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let mut sa = ServiceAccount::default();
-    sa.metadata.name = Some(name.into());
-    sas.create(&PostParams::default(), &sa).await?;
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    sas.create_token_request(name, &PostParams::default(), &request)
-        .await?
-        .status
-        .and_then(|s| s.token)
-        .context("the TokenRequest answered no token")
-}
-
-/// Grants the ServiceAccount `sa` of `ns` the `verbs` on the non-resource `urls` (a ClusterRole
-/// and its binding, named after `ns` and `what`).
-async fn grant(
-    client: &kube::Client,
-    ns: &str,
-    sa: &str,
-    what: &str,
-    urls: &[&str],
-    verbs: &[&str],
-) -> anyhow::Result<()> {
-    let name = format!("{ns}-{what}");
-    let mut role = ClusterRole {
-        rules: Some(vec![PolicyRule {
-            non_resource_urls: Some(urls.iter().map(|u| (*u).to_owned()).collect()),
-            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
-            ..PolicyRule::default()
-        }]),
-        ..ClusterRole::default()
-    };
-    role.metadata.name = Some(name.clone());
-    Api::<ClusterRole>::all(client.clone())
-        .create(&PostParams::default(), &role)
-        .await?;
-    let mut binding = ClusterRoleBinding {
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: name.clone(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: sa.into(),
-            namespace: Some(ns.into()),
-            api_group: None,
-        }]),
-        ..ClusterRoleBinding::default()
-    };
-    binding.metadata.name = Some(name);
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .create(&PostParams::default(), &binding)
-        .await?;
-    Ok(())
-}
-
 /// Sends `request` until it answers `want` (RBAC changes reach the authorizer within seconds),
 /// then answers the body.
 async fn until_status(
@@ -186,7 +116,7 @@ async fn each_debug_endpoint_is_authorized_for_its_own_path_and_verb() -> anyhow
     let (base, servers) = serve(client.clone())?;
     let running = tokio::spawn(servers.run(std::future::pending(), Duration::from_secs(1)));
     let http = https();
-    let token = token(&client, &ns, "operator").await?;
+    let token = testenv::rbac::service_account_token(&client, &ns, "operator").await?;
     let heap = format!("{base}/debug/pprof/heap");
     let flags = format!("{base}/debug/flags/v");
 
@@ -202,7 +132,7 @@ async fn each_debug_endpoint_is_authorized_for_its_own_path_and_verb() -> anyhow
         403
     );
     // Reading the profiles and the level does not allow setting the level.
-    grant(
+    testenv::rbac::grant_non_resource_urls(
         &client,
         &ns,
         "operator",
@@ -223,7 +153,7 @@ async fn each_debug_endpoint_is_authorized_for_its_own_path_and_verb() -> anyhow
         403
     );
 
-    grant(
+    testenv::rbac::grant_non_resource_urls(
         &client,
         &ns,
         "operator",
@@ -281,8 +211,8 @@ async fn cpu_and_heap_profiles_are_gzipped_pprof() -> anyhow::Result<()> {
     let (base, servers) = serve(client.clone())?;
     let running = tokio::spawn(servers.run(std::future::pending(), Duration::from_secs(1)));
     let http = https();
-    let token = token(&client, &ns, "profiler").await?;
-    grant(
+    let token = testenv::rbac::service_account_token(&client, &ns, "profiler").await?;
+    testenv::rbac::grant_non_resource_urls(
         &client,
         &ns,
         "profiler",

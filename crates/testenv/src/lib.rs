@@ -12,6 +12,8 @@
 //! - [`kubelet`] is the process kubelet; [`shim`] runs one container; [`podnet`] gives pods their
 //!   own network namespaces and addresses; [`fixture`] holds the behaviours of the test fixture
 //!   image.
+//! - [`rbac`] makes callers for endpoints behind Kubernetes authentication: a ServiceAccount
+//!   token and a grant of non-resource URLs.
 
 pub mod capi;
 pub mod control_plane;
@@ -22,6 +24,7 @@ pub mod kubelet;
 pub mod manifests;
 pub mod net;
 pub mod podnet;
+pub mod rbac;
 pub mod registry;
 pub mod shim;
 pub mod testbin;

@@ -27,7 +27,6 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
@@ -1286,28 +1285,7 @@ async fn secure_diagnostics_authenticate_and_authorize_the_scraper() -> anyhow::
         std::future::pending(),
     ));
     // A ServiceAccount token, as Prometheus would present.
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
-    let mut sa = ServiceAccount::default();
-    sa.metadata.name = Some("scraper".into());
-    sas.create(&PostParams::default(), &sa).await?;
-    let token = sas
-        .create_token_request(
-            "scraper",
-            &PostParams::default(),
-            &TokenRequest {
-                spec: Some(TokenRequestSpec {
-                    audiences: None,
-                    expiration_seconds: Some(600),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-        )
-        .await?
-        .status
-        .context("a token")?
-        .token
-        .context("a token")?;
+    let token = testenv::rbac::service_account_token(&client, &ns, "scraper").await?;
     let https = https_client(&ca.pem)?;
     let started = Instant::now();
     let status = loop {
@@ -1338,37 +1316,15 @@ async fn secure_diagnostics_authenticate_and_authorize_the_scraper() -> anyhow::
         "authenticated, not authorized"
     );
     // The metrics reader role of a Prometheus deployment.
-    let role_name = format!("{ns}-metrics-reader");
-    let mut role = ClusterRole {
-        rules: Some(vec![PolicyRule {
-            non_resource_urls: Some(vec!["/metrics".into()]),
-            verbs: vec!["get".into()],
-            ..PolicyRule::default()
-        }]),
-        ..ClusterRole::default()
-    };
-    role.metadata.name = Some(role_name.clone());
-    Api::<ClusterRole>::all(client.clone())
-        .create(&PostParams::default(), &role)
-        .await?;
-    let mut binding = ClusterRoleBinding {
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: role_name.clone(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: "scraper".into(),
-            namespace: Some(ns.clone()),
-            api_group: None,
-        }]),
-        ..ClusterRoleBinding::default()
-    };
-    binding.metadata.name = Some(role_name);
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .create(&PostParams::default(), &binding)
-        .await?;
+    testenv::rbac::grant_non_resource_urls(
+        &client,
+        &ns,
+        "scraper",
+        "metrics-reader",
+        &["/metrics"],
+        &["get"],
+    )
+    .await?;
     let started = Instant::now();
     loop {
         let r = https.get(&url).bearer_auth(&token).send().await?;

@@ -322,3 +322,50 @@ pub struct Observed {
     /// The time of this pass.
     pub now: SystemTime,
 }
+
+#[cfg(test)]
+impl Observed {
+    /// The tests' starting point (decide's and report's): a provisioned TerraformCluster `name`
+    /// with our finalizer, its owner found, nothing run or read yet (no Jobs, no state, inputs not
+    /// built), automatic apply, no drift interval, a definite health reading, at `now`.
+    pub(crate) fn provisioned_cluster(name: &str, uid: &str, now: SystemTime) -> Self {
+        Self {
+            kind: ObjectKind::Cluster,
+            name: name.into(),
+            uid: uid.into(),
+            mutable: true,
+            provisioned: true,
+            names_cluster: true,
+            externally_managed: false,
+            deleting: false,
+            finalizer: true,
+            paused: false,
+            owner: OwnerCheck::Ok,
+            gates: Gates::default(),
+            jobs: Vec::new(),
+            state: StateRead::None,
+            inputs: Inputs::NotBuilt,
+            durable_inputs: true,
+            drift: Drift {
+                interval: None,
+                action: DriftAction::Report,
+                found: false,
+                remediation_failures: 0,
+            },
+            health: HealthReading::Definite,
+            pending_refreshes: 0,
+            last: LastTimes::default(),
+            approvals: Approvals {
+                policy: ApplyPolicy::Automatic,
+                plan: None,
+                approved_plan_hash: None,
+                approved_destructive_hash: None,
+            },
+            leases: Leases::default(),
+            dependents: 0,
+            restore: None,
+            health_check_interval: None,
+            now,
+        }
+    }
+}

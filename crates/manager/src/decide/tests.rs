@@ -27,50 +27,19 @@ fn ago(secs: u64) -> SystemTime {
 /// A provisioned, healthy TerraformCluster applied ten minutes ago with nothing to do.
 fn mk_observed() -> Observed {
     Observed {
-        kind: ObjectKind::Cluster,
-        name: "x".into(),
-        uid: UID_OF_TESTS.into(),
-        mutable: true,
-        provisioned: true,
-        names_cluster: true,
-        externally_managed: false,
-        deleting: false,
-        finalizer: true,
-        paused: false,
-        owner: OwnerCheck::Ok,
-        gates: Gates::default(),
         jobs: vec![job(Operation::Apply, 1, Some(JobOutcome::Succeeded), 600)],
         state: StateRead::Read {
             serial: 3,
             inputs_hash: Some("h1".into()),
         },
         inputs: Inputs::Built { hash: "h1".into() },
-        durable_inputs: true,
-        drift: Drift {
-            interval: None,
-            action: DriftAction::Report,
-            found: false,
-            remediation_failures: 0,
-        },
-        health: HealthReading::Definite,
-        pending_refreshes: 0,
         last: LastTimes {
             apply: Some(ago(600)),
             refresh: None,
             drift_check: None,
             apply_health_definite: true,
         },
-        approvals: Approvals {
-            policy: ApplyPolicy::Automatic,
-            plan: None,
-            approved_plan_hash: None,
-            approved_destructive_hash: None,
-        },
-        leases: Leases::default(),
-        dependents: 0,
-        restore: None,
-        health_check_interval: None,
-        now: now(),
+        ..Observed::provisioned_cluster("x", UID_OF_TESTS, now())
     }
 }
 

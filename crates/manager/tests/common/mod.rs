@@ -75,22 +75,25 @@ pub struct Images {
     pub machine: String,
 }
 
-static IMAGES: OnceCell<Option<Images>> = OnceCell::const_new();
+static IMAGES: OnceCell<Images> = OnceCell::const_new();
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The shared environment, with its registry and kubelet, and the images; `None` (the test is
-/// skipped) without a static runner.
-pub async fn setup() -> Option<(&'static TestEnv, Images)> {
+/// The shared environment, with its registry and kubelet, and the images. Panics without a
+/// static runner (`make runner-static-dev` builds it): a test that cannot run fails, it does not
+/// pass.
+pub async fn setup() -> (&'static TestEnv, Images) {
     capture_logs();
     let env = TestEnv::shared().expect("test environment starts");
     env.registry().expect("registry starts");
     env.kubelet().expect("kubelet starts");
     let images = IMAGES
         .get_or_init(|| async {
-            let runner = testenv::testbin::static_runner()?;
+            let runner = testenv::testbin::static_runner().expect(
+                "no static runner: build it with `make runner-static-dev` (or set CAPTF_RUNNER_BIN)",
+            );
             let host = env.registry().unwrap().host();
             let runner = push_runner_image(&host, "captf/runner", "test", &runner)
                 .await
@@ -114,15 +117,15 @@ pub async fn setup() -> Option<(&'static TestEnv, Images)> {
             .await
             .unwrap();
             // Tags, as users write them: the manager pins the digest itself.
-            Some(Images {
+            Images {
                 runner,
                 cluster: format!("{host}/captf/noop-cluster:v1"),
                 machine: format!("{host}/captf/noop-machine:v1"),
-            })
+            }
         })
         .await
-        .clone()?;
-    Some((env, images))
+        .clone();
+    (env, images)
 }
 
 /// The static `captf-runner` ClusterRole from `config/rbac/runner_role.yaml`, installed once.

@@ -123,15 +123,20 @@ pub struct Run {
 }
 
 impl Run {
+    /// The names of the steps after `version -json`, which every run reports first.
     pub fn step_names(&self) -> Vec<String> {
-        self.result["steps"]
+        let mut names: Vec<String> = self.result["steps"]
             .as_array()
             .map(|s| {
                 s.iter()
                     .map(|x| x["name"].as_str().unwrap_or("").to_owned())
                     .collect()
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if !names.is_empty() {
+            assert_eq!(names.remove(0), "version", "the first step is version");
+        }
+        names
     }
 
     pub fn error_kind(&self) -> Option<&str> {

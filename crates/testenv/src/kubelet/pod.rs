@@ -190,6 +190,14 @@ struct RunningContainer {
     probe: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// A container's run as it starts: its files and the ids its status will carry.
+struct Start {
+    files: RunFiles,
+    log_offset: u64,
+    container_id: String,
+    image_id: String,
+}
+
 impl Drop for RunningContainer {
     fn drop(&mut self) {
         if let Some(p) = self.probe.take() {
@@ -825,16 +833,61 @@ impl Worker {
         Ok(mounts)
     }
 
+    /// Starts container `c`: pulls its image, prepares its run (environment, files, mounts) and
+    /// starts it under the shim, then records the start or the start error in its status.
     async fn try_start(&mut self, c: &Container) -> Result<(), StartFailure> {
+        let image = self.pull(c).await?;
+        let (args, files, restart) = self.prepare(c, &image).await?;
+        let start = Start {
+            log_offset: std::fs::metadata(&files.log).map_or(0, |m| m.len()),
+            container_id: format!("captf://{}-{}-{restart}", self.uid, c.name),
+            image_id: image.image_id(),
+            files,
+        };
+        let ctx = self.ctx.clone();
+        match container::start(
+            &ctx.shim_binary,
+            &c.name,
+            &args,
+            &start.files,
+            self.exits_tx.clone(),
+        )
+        .await
+        {
+            Err(e) => Err(StartFailure::Internal(format!("{e:#}"))),
+            Ok(Err(msg)) => {
+                self.start_failed(c, start, msg);
+                Ok(())
+            }
+            Ok(Ok(process)) => {
+                self.started(c, start, process, args.uid);
+                Ok(())
+            }
+        }
+    }
+
+    /// The pod-start step "pull": container `c`'s image, as its pull policy says.
+    async fn pull(&mut self, c: &Container) -> Result<Image, StartFailure> {
         let ctx = self.ctx.clone();
         let image_ref = c.image.clone().unwrap_or_default();
-        let image: Image = tokio::select! {
+        tokio::select! {
             biased;
-            () = stopped(&mut self.stop) => return Err(StartFailure::Internal("stopped".into())),
+            () = stopped(&mut self.stop) => Err(StartFailure::Internal("stopped".into())),
             r = ctx.images.ensure(&image_ref, c.image_pull_policy.as_deref()) => {
-                r.map_err(|e| StartFailure::Pull(format!("{e:#}")))?
+                r.map_err(|e| StartFailure::Pull(format!("{e:#}")))
             }
-        };
+        }
+    }
+
+    /// The pod-start step "prepare": the user, environment and command line of container `c`,
+    /// its fresh run directory and termination log, and its mounts, as the shim's arguments.
+    /// Answers the arguments, the run's files and the restart count.
+    async fn prepare(
+        &mut self,
+        c: &Container,
+        image: &Image,
+    ) -> Result<(ShimArgs, RunFiles, i32), StartFailure> {
+        let ctx = self.ctx.clone();
         let pod = self.latest_pod();
         let run_as =
             env::run_as(&pod, c, &image.config, &image.rootfs).map_err(StartFailure::Config)?;
@@ -895,87 +948,86 @@ impl Worker {
             error_file: Some(files.error_file()),
             command: argv,
         };
-        let log_offset = std::fs::metadata(&files.log).map_or(0, |m| m.len());
-        let container_id = format!("captf://{}-{}-{restart}", self.uid, c.name);
-        let image_id = image.image_id();
-        match container::start(
-            &ctx.shim_binary,
-            &c.name,
-            &args,
-            &files,
-            self.exits_tx.clone(),
-        )
-        .await
-        {
-            Err(e) => Err(StartFailure::Internal(format!("{e:#}"))),
-            Ok(Err(msg)) => {
-                info!(container = %c.name, error = %msg, "container failed to start");
-                if let Some(s) = self.status_mut(&c.name) {
-                    s.image_id = image_id;
-                    s.container_id = Some(container_id);
-                }
-                let t = now();
-                let _ = self.exits_tx.send(Exit {
-                    name: c.name.clone(),
-                    code: crate::shim::START_ERROR_EXIT_CODE,
-                    started_at: t.clone(),
-                    finished_at: t,
-                    start_error: Some(msg),
-                });
-                self.running.insert(
-                    c.name.clone(),
-                    RunningContainer {
-                        process: container::exited_placeholder(),
-                        files,
-                        log_offset,
-                        policy: c.termination_message_policy.clone(),
-                        container_id: String::new(),
-                        probe: None,
-                    },
-                );
-                Ok(())
-            }
-            Ok(Ok(process)) => {
-                info!(container = %c.name, uid = run_as.uid, "container started");
-                let is_main = self.main.iter().any(|s| s.name == c.name);
-                let probed = is_main && probe::has_readiness_probe(c);
-                let started_at = process.started_at.clone();
-                if let Some(s) = self.status_mut(&c.name) {
-                    s.image_id = image_id;
-                    s.container_id = Some(container_id.clone());
-                    s.state = Some(running(started_at));
-                    s.started = Some(true);
-                    s.ready = is_main && !probed;
-                }
-                let probe = probed.then(|| {
-                    let ip = self
-                        .pod_ip()
-                        .parse()
-                        .unwrap_or(std::net::Ipv4Addr::LOCALHOST);
-                    tokio::spawn(
-                        probe::run(
-                            c.clone(),
-                            container_id.clone(),
-                            std::net::IpAddr::V4(ip),
-                            self.readiness_tx.clone(),
-                        )
-                        .in_current_span(),
-                    )
-                });
-                self.running.insert(
-                    c.name.clone(),
-                    RunningContainer {
-                        process,
-                        files,
-                        log_offset,
-                        policy: c.termination_message_policy.clone(),
-                        container_id,
-                        probe,
-                    },
-                );
-                Ok(())
-            }
+        Ok((args, files, restart))
+    }
+
+    /// Records that container `c` failed to start (`msg`, the shim's start error): an exit with
+    /// the shim's start error code, as a runtime reports one.
+    fn start_failed(&mut self, c: &Container, start: Start, msg: String) {
+        info!(container = %c.name, error = %msg, "container failed to start");
+        self.record_ids(c, &start);
+        let t = now();
+        let _ = self.exits_tx.send(Exit {
+            name: c.name.clone(),
+            code: crate::shim::START_ERROR_EXIT_CODE,
+            started_at: t.clone(),
+            finished_at: t,
+            start_error: Some(msg),
+        });
+        let process = container::exited_placeholder();
+        self.keep_running(c, start, process, String::new(), None);
+    }
+
+    /// Records that container `c` runs (`process`), and starts its readiness probe if it is a
+    /// main container with one.
+    fn started(&mut self, c: &Container, start: Start, process: Running, uid: u32) {
+        info!(container = %c.name, uid = uid, "container started");
+        let is_main = self.main.iter().any(|s| s.name == c.name);
+        let probed = is_main && probe::has_readiness_probe(c);
+        let started_at = process.started_at.clone();
+        self.record_ids(c, &start);
+        if let Some(s) = self.status_mut(&c.name) {
+            s.state = Some(running(started_at));
+            s.started = Some(true);
+            s.ready = is_main && !probed;
         }
+        let probe = probed.then(|| {
+            let ip = self
+                .pod_ip()
+                .parse()
+                .unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+            tokio::spawn(
+                probe::run(
+                    c.clone(),
+                    start.container_id.clone(),
+                    std::net::IpAddr::V4(ip),
+                    self.readiness_tx.clone(),
+                )
+                .in_current_span(),
+            )
+        });
+        let id = start.container_id.clone();
+        self.keep_running(c, start, process, id, probe);
+    }
+
+    /// Container `c`'s image and container ids in its status.
+    fn record_ids(&mut self, c: &Container, start: &Start) {
+        if let Some(s) = self.status_mut(&c.name) {
+            s.image_id.clone_from(&start.image_id);
+            s.container_id = Some(start.container_id.clone());
+        }
+    }
+
+    /// Keeps container `c`'s run (its process, files and log offset) until its exit is recorded.
+    fn keep_running(
+        &mut self,
+        c: &Container,
+        start: Start,
+        process: Running,
+        container_id: String,
+        probe: Option<tokio::task::JoinHandle<()>>,
+    ) {
+        self.running.insert(
+            c.name.clone(),
+            RunningContainer {
+                process,
+                files: start.files,
+                log_offset: start.log_offset,
+                policy: c.termination_message_policy.clone(),
+                container_id,
+                probe,
+            },
+        );
     }
 
     /// Records a container's exit in its status; returns the exit code.
