@@ -179,9 +179,29 @@ pub enum HealthReason {
     InstanceUnhealthy,
     /// `unknown`.
     HealthUnknown,
+    /// A provisioned machine's `provider_id` came back null once: one more sample decides.
+    ProviderIdMissing,
 }
 
 impl HealthReason {
+    /// Every reason.
+    pub const ALL: [Self; 8] = [
+        Self::Healthy,
+        Self::InstanceDegraded,
+        Self::InstancePending,
+        Self::InstanceStopped,
+        Self::InstanceTerminated,
+        Self::InstanceUnhealthy,
+        Self::HealthUnknown,
+        Self::ProviderIdMissing,
+    ];
+
+    /// The reason of a condition reason string; `None` for any other reason (for example
+    /// `Provisioning`, before a reading).
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
     /// The reason string on the condition.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -192,6 +212,7 @@ impl HealthReason {
             Self::InstanceTerminated => "InstanceTerminated",
             Self::InstanceUnhealthy => "InstanceUnhealthy",
             Self::HealthUnknown => "HealthUnknown",
+            Self::ProviderIdMissing => "ProviderIDMissing",
         }
     }
 
@@ -199,7 +220,7 @@ impl HealthReason {
     pub fn status(self) -> ConditionStatus {
         match self {
             Self::Healthy => ConditionStatus::True,
-            Self::HealthUnknown => ConditionStatus::Unknown,
+            Self::HealthUnknown | Self::ProviderIdMissing => ConditionStatus::Unknown,
             Self::InstanceDegraded
             | Self::InstancePending
             | Self::InstanceStopped
@@ -219,6 +240,10 @@ impl HealthReason {
                 "The module reports the infrastructure running but unhealthy"
             }
             Self::HealthUnknown => "The module cannot tell the infrastructure's health",
+            Self::ProviderIdMissing => {
+                "provider_id is null after provisioning; the next sample decides whether the \
+                 instance is gone"
+            }
         }
     }
 
@@ -229,7 +254,10 @@ impl HealthReason {
         match self {
             Self::Healthy => Some(false),
             Self::InstanceUnhealthy | Self::InstanceDegraded | Self::InstanceStopped => Some(true),
-            Self::InstancePending | Self::HealthUnknown | Self::InstanceTerminated => None,
+            Self::InstancePending
+            | Self::HealthUnknown
+            | Self::InstanceTerminated
+            | Self::ProviderIdMissing => None,
         }
     }
 }
@@ -261,5 +289,54 @@ impl HealthCondition {
             reason: HealthReason::InstanceTerminated,
             message: "The instance is gone: provider_id is null after provisioning".to_owned(),
         }
+    }
+
+    /// A provisioned machine whose `provider_id` is null (Machine Role "provider_id", Common
+    /// "Out-of-band termination"): one sample is not trusted, so the first reads
+    /// `Unknown/ProviderIDMissing`, and only a second consecutive missing sample reads the
+    /// instance as terminated. `previous` is the reason the condition had; `sampled` whether
+    /// this reading is a new sample (a refresh or drift Job finished).
+    pub fn provider_id_missing(previous: Option<HealthReason>, sampled: bool) -> Self {
+        match previous {
+            Some(HealthReason::InstanceTerminated) => Self::instance_vanished(),
+            Some(HealthReason::ProviderIdMissing) if sampled => Self::instance_vanished(),
+            _ => Self {
+                status: ConditionStatus::Unknown,
+                reason: HealthReason::ProviderIdMissing,
+                message: HealthReason::ProviderIdMissing.default_message().to_owned(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod reason_tests {
+    use super::HealthReason;
+
+    #[test]
+    fn every_reason_parses_back_from_its_spelling_and_nothing_else_does() {
+        for reason in HealthReason::ALL {
+            assert_eq!(HealthReason::parse(reason.as_str()), Some(reason));
+        }
+        assert_eq!(HealthReason::parse("Provisioning"), None);
+        assert_eq!(HealthReason::parse("healthy"), None);
+    }
+
+    #[test]
+    fn a_missing_provider_id_is_terminated_only_on_the_second_sample() {
+        use super::HealthCondition;
+        let first = HealthCondition::provider_id_missing(None, true);
+        assert_eq!(first.reason, HealthReason::ProviderIdMissing);
+        // A pass without a new sample does not escalate.
+        let again = HealthCondition::provider_id_missing(Some(first.reason), false);
+        assert_eq!(again.reason, HealthReason::ProviderIdMissing);
+        let second = HealthCondition::provider_id_missing(Some(again.reason), true);
+        assert_eq!(second.reason, HealthReason::InstanceTerminated);
+        // Once terminated it stays so.
+        let later = HealthCondition::provider_id_missing(Some(second.reason), false);
+        assert_eq!(later.reason, HealthReason::InstanceTerminated);
+        // From any other reading the first missing sample is only ProviderIDMissing.
+        let from_healthy = HealthCondition::provider_id_missing(Some(HealthReason::Healthy), true);
+        assert_eq!(from_healthy.reason, HealthReason::ProviderIdMissing);
     }
 }

@@ -257,7 +257,12 @@ fn unhealthy_samples_follow_the_reading() {
     for reason in [InstanceUnhealthy, InstanceDegraded, InstanceStopped] {
         assert_eq!(reason.counts_as_unhealthy_sample(), Some(true), "{reason}");
     }
-    for reason in [InstancePending, HealthUnknown, InstanceTerminated] {
+    for reason in [
+        InstancePending,
+        HealthUnknown,
+        InstanceTerminated,
+        ProviderIdMissing,
+    ] {
         assert_eq!(reason.counts_as_unhealthy_sample(), None, "{reason}");
     }
 }

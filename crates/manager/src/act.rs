@@ -64,7 +64,7 @@ pub async fn act(
         ..
     } = &acted.decision
         && let Some(reason) =
-            hold_while_machines_operate(p, &o.cluster_name, *operation, job).await?
+            take_run_and_cluster_leases(p, &o.cluster_name, *operation, job).await?
     {
         acted.decision = Decision::Wait {
             reason,
@@ -159,6 +159,16 @@ async fn inputs_to_render(
     o: &mut Observation,
     start: &StartJob,
 ) -> Result<Option<RenderedInputs>, Error> {
+    // A restore's root is the backend alone (the runner writes it); its per-run Secret carries
+    // no module inputs.
+    if start.operation == Operation::Restore {
+        return Ok(Some(RenderedInputs {
+            kind: p.kind,
+            main_tf_json: contract::render::restore_main_tf_json(),
+            tfvars_json: "{}".to_owned(),
+            inputs_hash: start.inputs_hash.clone(),
+        }));
+    }
     let current_hash = o.current.as_ref().map(|c| c.inputs_hash.as_str());
     match render_from(start.operation, p.kind, current_hash, &start.inputs_hash) {
         RenderFrom::Current => Ok(o.current.clone()),
@@ -234,7 +244,7 @@ async fn start_job(
         runner_events: p.ctx.settings.runner_events,
         drift_remediation: start.drift_remediation(),
         approved_plan: expect_plan.as_deref(),
-        restore: None,
+        restore: start.restore,
     };
     let job_name = job::job_name(&request);
     // The cache may not show yet a Job a pass just created: a deterministic name that exists is
@@ -278,7 +288,28 @@ async fn start_job(
 /// spec write (the newest `managedFields` entry of the object itself that owns `spec` fields),
 /// else its creation. Changed inputs count from no earlier than the end of the last successful
 /// apply: inputs that changed through a referenced ConfigMap, Secret or the Cluster changed after
-/// it. Retries, refreshes and drift checks are due by a schedule, not a change: `None`.
+/// it. A restore counts from the last write of its `captf.io/restore-state` annotation. Retries,
+/// refreshes and drift checks are due by a schedule, not a change: `None`.
+/// When `captf.io/restore-state` was last written (the newest `managedFields` entry owning it).
+fn restore_asked_at(meta: &ObjectMeta) -> Option<SystemTime> {
+    let owned = format!(
+        "/f:metadata/f:annotations/f:{}",
+        annotations::RESTORE_STATE
+            .replace('~', "~0")
+            .replace('/', "~1")
+    );
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.pointer(&owned).is_some())
+        })
+        .filter_map(|m| m.time.as_ref().map(|t| SystemTime::from(t.0)))
+        .max()
+}
+
 pub(crate) fn changed_at(
     start: &StartJob,
     meta: &ObjectMeta,
@@ -288,6 +319,7 @@ pub(crate) fn changed_at(
         StartReason::Destroy => return meta.deletion_timestamp.as_ref().map(|t| t.0.into()),
         StartReason::Apply(r) | StartReason::Plan(r) => r,
         StartReason::Refresh(_) | StartReason::DriftCheck => return None,
+        StartReason::Restore => return restore_asked_at(meta),
     };
     let spec_written = meta
         .managed_fields
@@ -361,37 +393,38 @@ async fn take_leases(
     op: Operation,
     job_name: &str,
 ) -> Result<Option<WaitReason>, Error> {
-    if let Some(wait) = take_run_lease(p, cluster_name, op, job_name).await? {
-        return Ok(Some(wait));
-    }
     let gated = matches!(
         op,
         Operation::Apply | Operation::Destroy | Operation::Restore
     );
-    if !(p.ctx.settings.cluster_operation_gate && gated && !cluster_name.is_empty()) {
-        return Ok(None);
-    }
+    let gate = p.ctx.settings.cluster_operation_gate && gated && !cluster_name.is_empty();
     let (client, ns) = (&p.ctx.client, &p.ns);
-    let cluster_lease = cluster_lease_name(ns, cluster_name);
-    if p.kind != ObjectKind::Cluster {
-        if leases::live_holder(client, ns, &cluster_lease)
-            .await?
-            .is_some()
-        {
-            leases::give_back(client, ns, &run_lease_name(&p.suffix), job_name).await?;
-            return Ok(Some(WaitReason::ClusterOperation { operation: op }));
+    if gate && p.kind == ObjectKind::Cluster {
+        if let Some(wait) = take_run_and_cluster_leases(p, cluster_name, op, job_name).await? {
+            return Ok(Some(wait));
+        }
+        // The cluster keeps both leases while it waits: machines wait behind it meanwhile.
+        if leases::machines_operating(client, ns, cluster_name).await? > 0 {
+            return Ok(Some(WaitReason::MachineOperations {
+                operation: op,
+                job: job_name.to_owned(),
+            }));
         }
         return Ok(None);
     }
-    if let Some(wait) = take_cluster_lease(p, cluster_name, op, job_name).await? {
+    if let Some(wait) = take_run_lease(p, cluster_name, op, job_name).await? {
         return Ok(Some(wait));
     }
-    // The cluster keeps both leases while it waits: machines wait behind it meanwhile.
-    if leases::machines_operating(client, ns, cluster_name).await? > 0 {
-        return Ok(Some(WaitReason::MachineOperations {
-            operation: op,
-            job: job_name.to_owned(),
-        }));
+    if !gate {
+        return Ok(None);
+    }
+    let cluster_lease = cluster_lease_name(ns, cluster_name);
+    if leases::live_holder(client, ns, &cluster_lease)
+        .await?
+        .is_some()
+    {
+        leases::give_back(client, ns, &run_lease_name(&p.suffix), job_name).await?;
+        return Ok(Some(WaitReason::ClusterOperation { operation: op }));
     }
     Ok(None)
 }
@@ -445,9 +478,10 @@ async fn take_cluster_lease(
     Ok(None)
 }
 
-/// A cluster waiting for its machines' operations holds (and so renews) its run lease and the
-/// cluster write lease for the Job it will create; `Some(wait)` when another Job took one.
-async fn hold_while_machines_operate(
+/// A cluster's run lease, then its cluster write lease, for `job_name`; `Some(wait)` when another
+/// Job holds one (the run lease is given back then). A cluster starting a gated Job takes both,
+/// and a cluster waiting for its machines' operations holds (and so renews) both this way.
+async fn take_run_and_cluster_leases(
     p: &Pass<'_>,
     cluster_name: &str,
     op: Operation,
@@ -790,6 +824,7 @@ mod tests {
             StartReason::Plan(_) => Operation::Plan,
             StartReason::Refresh(_) | StartReason::DriftCheck => Operation::Refresh,
             StartReason::Apply(_) => Operation::Apply,
+            StartReason::Restore => Operation::Restore,
         };
         StartJob {
             operation,
@@ -797,6 +832,7 @@ mod tests {
             attempt: 1,
             tick: None,
             inputs_hash: "h".into(),
+            restore: None,
         }
     }
 
@@ -947,6 +983,43 @@ mod tests {
         assert_eq!(
             requeue_after(None, false, true, sync),
             Duration::from_millis(200)
+        );
+    }
+
+    /// A restore counts from the last write of its annotation, not from the spec.
+    #[test]
+    fn a_restore_is_due_from_its_annotation_write() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let entry = |secs: i64, fields: serde_json::Value| ManagedFieldsEntry {
+            manager: Some("kubectl".into()),
+            operation: Some("Update".into()),
+            time: Some(t(secs)),
+            fields_v1: Some(FieldsV1(fields)),
+            ..ManagedFieldsEntry::default()
+        };
+        let meta = ObjectMeta {
+            creation_timestamp: Some(t(100)),
+            managed_fields: Some(vec![
+                entry(300, serde_json::json!({"f:spec": {"f:x": {}}})),
+                entry(
+                    500,
+                    serde_json::json!({"f:metadata": {"f:annotations": {
+                        "f:captf.io/restore-state": {}}}}),
+                ),
+                entry(
+                    700,
+                    serde_json::json!({"f:metadata": {"f:annotations": {"f:other": {}}}}),
+                ),
+            ]),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(
+            changed_at(&starting(StartReason::Restore), &meta, &[]),
+            Some(at(500))
+        );
+        assert_eq!(
+            changed_at(&starting(StartReason::Restore), &ObjectMeta::default(), &[]),
+            None
         );
     }
 }

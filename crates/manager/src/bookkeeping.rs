@@ -252,7 +252,8 @@ pub fn job_record(
         name: job.metadata.name.clone()?,
         operation,
         attempt,
-        tick: None,
+        // A restore's tick is the serial it restores.
+        tick: a.get(annotations::RESTORE_SERIAL).cloned(),
         inputs_hash: a.get(annotations::INPUTS_HASH).cloned().unwrap_or_default(),
         created: job
             .metadata
@@ -521,7 +522,7 @@ fn drift_job_conditions(
                         ConditionStatus::True,
                         reason,
                         &format!(
-                            "Drift found: {} to add, {} to change, {} to destroy",
+                            "Drift Job {job} found drift: {} to add, {} to change, {} to destroy",
                             d.add, d.change, d.destroy
                         ),
                     );
@@ -530,7 +531,7 @@ fn drift_job_conditions(
                         ctype::DRIFT_DETECTED,
                         ConditionStatus::False,
                         reasons::NO_DRIFT,
-                        "The last drift check found no drift",
+                        &format!("Drift Job {job} found no drift"),
                     );
                 }
             }
@@ -666,6 +667,12 @@ async fn keep_one(p: &mut Pass<'_>, job: &Job, cluster_name: &str) -> Result<Opt
     if let Some(plan) = result.and_then(|r| r.plan.as_ref()) {
         plan_to_status(p, &record, outcome, plan);
     }
+    if record.operation == Operation::Restore {
+        crate::restore::finished(p, outcome == JobOutcome::Succeeded).await?;
+    }
+    if record.operation == Operation::Drift && outcome == JobOutcome::Succeeded {
+        count_drift(p, result);
+    }
     // The per-run Secret goes, and with it the leases.
     let client = &p.ctx.client;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &p.ns);
@@ -681,6 +688,18 @@ async fn keep_one(p: &mut Pass<'_>, job: &Job, cluster_name: &str) -> Result<Opt
         report,
         created: job.metadata.creation_timestamp.clone(),
     }))
+}
+
+/// A drift check's finding, once per Job: `captf_drift_resources_total` by plan action.
+fn count_drift(p: &Pass<'_>, result: Option<&ResultDocument>) {
+    let Some(d) = result.and_then(|r| r.drift.as_ref()).filter(|d| d.detected) else {
+        return;
+    };
+    for (action, n) in [("add", d.add), ("change", d.change), ("destroy", d.destroy)] {
+        if n > 0 {
+            p.ctx.metrics.drift_resources(p.kind_name(), action, n);
+        }
+    }
 }
 
 /// Plan Approval: a plan (or a changed plan) becomes `status.plan`.

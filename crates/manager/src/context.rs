@@ -33,7 +33,7 @@ pub struct Settings {
     pub runner_events: bool,
     /// `--drift-default-interval`.
     pub drift_default_interval: Duration,
-    /// `--state-backups` (kept for the state-backup work; not read by the passes yet).
+    /// `--state-backups`: backups kept per object (0 takes none and keeps those there are).
     pub state_backups: u32,
     /// `--namespace`: the one namespace watched, `None` for all.
     pub namespace: Option<String>,

@@ -2,12 +2,14 @@
 //! (spec: The Reconcile Lifecycle), its controllers, and the pieces each step of a pass uses.
 //!
 //! A pass ([`reconcile`]) has four steps: [`observe`] (with [`bookkeeping`], [`inputs`],
-//! [`identity`], [`runner_rbac`], [`state`], [`durable`], [`outputs`]) reads everything from
+//! [`identity`], [`runner_rbac`], [`state`], [`backups`], [`restore`], [`durable`],
+//! [`outputs`]) reads everything from
 //! the [`caches`] into one observation; [`decide`] chooses, pure and clock-free; [`act`] carries
 //! the decision out ([`job`], [`leases`]); [`report`] builds the whole status and writes it once
 //! ([`patch`], [`conditions`], [`events`]). What differs between the kinds is [`workload`]'s.
 
 pub mod act;
+pub mod backups;
 pub mod bookkeeping;
 pub mod caches;
 pub mod conditions;
@@ -30,7 +32,9 @@ pub mod observe;
 pub mod outputs;
 pub mod patch;
 pub mod reconcile;
+pub mod remediation;
 pub mod report;
+pub mod restore;
 pub mod runner_rbac;
 pub mod state;
 pub mod status;

@@ -78,6 +78,8 @@ pub struct Observation {
     pub dependents: u32,
     /// The leases, as the caches show them.
     pub leases: Leases,
+    /// The restore `captf.io/restore-state` asks for.
+    pub restore: Option<decide::RestoreAsk>,
     /// The object carries `cluster.x-k8s.io/managed-by`: nothing else was read.
     pub externally_managed: bool,
 }
@@ -106,6 +108,7 @@ impl Observation {
             health_definite: false,
             dependents: 0,
             leases: Leases::default(),
+            restore: None,
             externally_managed: true,
         }
     }
@@ -179,6 +182,7 @@ pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
     credentials(p, &mut o).await?;
     if o.active.is_none() {
         read_state(p, &mut o).await?;
+        o.restore = crate::restore::requested(p, &o.books.records);
     }
     current_inputs(p, &mut o).await?;
     apply_outputs(p, &mut o).await?;
@@ -383,6 +387,10 @@ async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> 
         }
     }
     p.facts.record(Fact::StateSuffix(p.suffix.clone()));
+    if let Some(summary) = o.summary.clone() {
+        let source_job = o.books.applied().map(|k| k.record.name.clone());
+        crate::backups::back_up(p, &summary, source_job.as_deref()).await?;
+    }
     Ok(())
 }
 
@@ -509,6 +517,11 @@ async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Erro
         return Ok(());
     };
     let applied = s.inputs_hash.is_some();
+    // A refresh or drift Job that finished in this pass took a new health sample.
+    let sampled = o.books.kept.iter().any(|k| {
+        k.outcome == JobOutcome::Succeeded
+            && matches!(k.record.operation, Operation::Refresh | Operation::Drift)
+    });
     let out = outputs::apply(
         p.ctx,
         p.target,
@@ -516,6 +529,7 @@ async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Erro
         s,
         o.durable.kept_variables(),
         applied,
+        sampled,
         &mut p.facts,
         &mut p.findings,
         &mut p.outbox,
@@ -526,14 +540,20 @@ async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Erro
     o.health = out.reading;
     o.health_definite = out.definite;
     // Consecutive samples reading pending, for the refresh backoff (30 s, 1 m, 2 m, 4 m, 5 m).
-    let sampled = o.books.kept.iter().any(|k| {
-        k.outcome == JobOutcome::Succeeded
-            && matches!(k.record.operation, Operation::Refresh | Operation::Drift)
-    });
     match o.health {
         HealthReading::Pending if sampled => p.facts.record(Fact::HealthPending),
         HealthReading::Pending => {}
         _ => p.facts.record(Fact::HealthSettled),
+    }
+    // Machine Remediation: an apply's own definite reading is a sample too (it stands in for the
+    // post-apply refresh).
+    if p.kind == ObjectKind::Machine && p.facts.provisioned() {
+        let applied_now = o
+            .books
+            .applied()
+            .is_some_and(|k| k.record.operation == Operation::Apply);
+        let sampled = sampled || (applied_now && o.health_definite);
+        crate::remediation::sample(p, &o.owner, sampled).await?;
     }
     Ok(())
 }
@@ -701,6 +721,8 @@ pub fn observed(p: &Pass<'_>, o: &Observation) -> Observed {
         approvals: approvals(p),
         leases: o.leases.clone(),
         dependents: o.dependents,
+        restore: o.restore.clone(),
+        health_check_interval: workload::health_check_interval(p.target),
         now: p.now,
     }
 }

@@ -10,7 +10,7 @@ use api::cluster::TerraformCluster;
 use api::constants::{annotations, conditions as ctype, events, reasons};
 use api::machine::TerraformMachine;
 use api::status::{FailureDomain, MachineAddress};
-use contract::health::{ConditionStatus, HealthCondition, HealthState};
+use contract::health::{ConditionStatus, HealthCondition, HealthReason, HealthState};
 use contract::outputs::{
     OutputsVerdict, decode_cluster_outputs, decode_machine_outputs, provider_id_change,
 };
@@ -69,7 +69,8 @@ fn set_health(conds: &mut Findings, h: &HealthCondition) {
 }
 
 /// Applies the outputs of a read state to the object's status; what it would write to the spec
-/// (once) comes back in [`Applied::spec_patch`].
+/// (once) comes back in [`Applied::spec_patch`]. `sampled`: a refresh or drift Job finished in
+/// this pass, so the reading is a new health sample.
 #[allow(clippy::too_many_arguments)]
 pub fn apply(
     ctx: &Context,
@@ -78,6 +79,7 @@ pub fn apply(
     summary: &StateSummary,
     durable_tfvars: &Value,
     applied: bool,
+    sampled: bool,
     facts: &mut StatusFacts,
     conds: &mut Findings,
     outbox: &mut Outbox,
@@ -101,6 +103,7 @@ pub fn apply(
             summary,
             durable_tfvars,
             applied,
+            sampled,
             facts,
             conds,
             outbox,
@@ -264,6 +267,7 @@ fn machine(
     summary: &StateSummary,
     durable_tfvars: &Value,
     applied: bool,
+    sampled: bool,
     facts: &mut StatusFacts,
     conds: &mut Findings,
     outbox: &mut Outbox,
@@ -311,9 +315,18 @@ fn machine(
         });
     }
 
-    // Health: a vanished instance after provisioning is terminated, whatever health says.
+    // Health: a vanished instance after provisioning is terminated, whatever health says, once
+    // a second consecutive sample confirms it.
     if was_provisioned && out.provider_id.is_none() {
-        set_health(conds, &HealthCondition::instance_vanished());
+        let previous = conds
+            .before()
+            .iter()
+            .find(|c| c.type_ == ctype::INFRASTRUCTURE_HEALTHY)
+            .and_then(|c| HealthReason::parse(&c.reason));
+        set_health(
+            conds,
+            &HealthCondition::provider_id_missing(previous, sampled),
+        );
     } else if let Some(h) = &out.health
         && (provisioned || h.state != HealthState::Pending)
     {

@@ -243,6 +243,7 @@ pub fn decision_reason(d: &Decision) -> &'static str {
             },
             StartReason::Refresh(_) => "refresh",
             StartReason::DriftCheck => "drift_interval",
+            StartReason::Restore => "restore",
         },
         Decision::DeleteStuckJob { .. } => "stuck_job",
         Decision::DropFinalizer => "drop_finalizer",
@@ -662,6 +663,7 @@ mod tests {
             attempt: 1,
             tick: None,
             inputs_hash: "h".into(),
+            restore: None,
         };
         let a = Acted {
             started: Some((start.clone(), "captf-c-c-apply-a1-abcdef".into())),

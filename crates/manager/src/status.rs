@@ -52,6 +52,8 @@ pub enum Fact {
     StateSerial(u64),
     /// The state Secret's suffix.
     StateSuffix(String),
+    /// The newest state backups, newest first (`status.stateBackups`; none shows nothing).
+    StateBackups(Vec<api::status::StateBackup>),
     /// The provisioned latch closed.
     Provisioned,
     /// A cluster's failure domains, as its outputs list them.
@@ -65,6 +67,8 @@ pub enum Fact {
         /// Whether it is interruptible.
         interruptible: bool,
     },
+    /// A TerraformMachine's consecutive unhealthy samples (`status.unhealthySamples`).
+    UnhealthySamples(i32),
     /// A refresh or drift check sampled a pending health reading.
     HealthPending,
     /// A health reading that is not pending.
@@ -159,6 +163,10 @@ fn apply(status: &mut StatusDraft, fact: &Fact) {
         (Fact::StateSuffix(suffix), s) => {
             s.workload_mut().state_secret_suffix = Some(suffix.clone());
         }
+        (Fact::StateBackups(list), s) => {
+            let list: Vec<_> = list.iter().take(bounds::STATE_BACKUPS).cloned().collect();
+            s.workload_mut().state_backups = Some(list).filter(|l| !l.is_empty());
+        }
         (Fact::Provisioned, s) => {
             s.workload_mut().initialization = Some(Initialization {
                 provisioned: Some(true),
@@ -186,6 +194,10 @@ fn apply(status: &mut StatusDraft, fact: &Fact) {
             w.pending_refreshes = Some(w.pending_refreshes.unwrap_or(0).saturating_add(1));
         }
         (Fact::HealthSettled, s) => s.workload_mut().pending_refreshes = None,
+        (Fact::UnhealthySamples(n), StatusDraft::Machine(ms)) => {
+            // The CRD's minimum is 1: no unhealthy sample is no field.
+            ms.unhealthy_samples = Some(*n).filter(|n| *n >= 1);
+        }
         (
             Fact::Source {
                 image,
@@ -224,6 +236,8 @@ pub mod bounds {
     pub const PLAN_HASH: usize = 128;
     /// `source.runtimeVersion`.
     pub const RUNTIME_VERSION: usize = 64;
+    /// `stateBackups`: items.
+    pub const STATE_BACKUPS: usize = 16;
 }
 
 /// A result-document string within the CRD's bounds for its status field: at most `max` bytes
@@ -635,5 +649,19 @@ mod tests {
             };
             assert!(plan_preview(&record, &unusable).is_none());
         }
+    }
+
+    /// `unhealthySamples` has a minimum of 1 in the CRD: a count of 0 is no field.
+    #[test]
+    fn unhealthy_samples_of_zero_leave_no_field() {
+        let StatusDraft::Machine(m) = fold(&machine(), &[Fact::UnhealthySamples(2)]) else {
+            unreachable!()
+        };
+        assert_eq!(m.unhealthy_samples, Some(2));
+        let StatusDraft::Machine(m) = fold(&StatusDraft::Machine(m), &[Fact::UnhealthySamples(0)])
+        else {
+            unreachable!()
+        };
+        assert_eq!(m.unhealthy_samples, None);
     }
 }

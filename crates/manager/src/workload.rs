@@ -254,6 +254,20 @@ pub async fn build_inputs(
     Ok(each_workload!(p.target, o => o.inputs(client, caches, owner, durable).await)?)
 }
 
+/// A TerraformMachine's own refresh cadence for health samples: `healthCheckIntervalSeconds`
+/// while `remediation.annotateMachine` is on (Machine Remediation); `None` otherwise.
+pub fn health_check_interval(target: &Target) -> Option<Duration> {
+    let Target::Machine(tm) = target else {
+        return None;
+    };
+    let r = tm.spec.remediation.as_ref()?;
+    r.annotate_machine_or_default().then(|| {
+        Duration::from_secs(
+            u64::try_from(r.health_check_interval_seconds_or_default()).unwrap_or(300),
+        )
+    })
+}
+
 /// A deleting cluster's TerraformMachines and TerraformMachinePools in the namespace, by the
 /// cluster name (Deletion order); `None` when no cluster name is known. Read from the API server,
 /// ignoring `--watch-filter`: a filtered-out machine still blocks its cluster's destroy.

@@ -196,8 +196,13 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
         ),
         (
             &["cluster.x-k8s.io"],
-            &["clusters", "machines"],
+            &["clusters"],
             &["get", "list", "watch"],
+        ),
+        (
+            &["cluster.x-k8s.io"],
+            &["machines"],
+            &["get", "list", "watch", "patch"],
         ),
         (
             &[""],

@@ -15,7 +15,7 @@ use contract::schedule;
 
 pub use observed::{
     Approvals, ClusterLease, Config, Drift, GateBlock, Gates, HealthReading, Inputs, JobOutcome,
-    JobRecord, LastTimes, Leases, Observed, OwnerCheck, PlanStatus, StateRead,
+    JobRecord, LastTimes, Leases, Observed, OwnerCheck, PlanStatus, RestoreAsk, StateRead,
 };
 
 /// How old an active Job must be before it may be judged stuck.
@@ -54,13 +54,15 @@ pub enum ApplyReason {
 }
 
 /// Why a refresh is due (the refresh schedule). A pool's convergence and membership refreshes
-/// and a machine's health-check refresh come with the pool and remediation issues.
+/// come with the pool issue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefreshReason {
     /// A successful apply not yet followed by a refresh (machine).
     PostApply,
     /// Health reads pending.
     HealthPending,
+    /// A machine's `remediation.healthCheckIntervalSeconds` elapsed (with `annotateMachine`).
+    HealthCheck,
 }
 
 /// Why a Job starts.
@@ -76,6 +78,8 @@ pub enum StartReason {
     Refresh(RefreshReason),
     /// The drift interval elapsed.
     DriftCheck,
+    /// `captf.io/restore-state` names a backup to restore.
+    Restore,
 }
 
 /// Why nothing starts now.
@@ -169,6 +173,8 @@ pub struct StartJob {
     pub tick: Option<String>,
     /// The inputs hash the Job renders (the Job name's seed).
     pub inputs_hash: String,
+    /// For a restore: the backup it pushes.
+    pub restore: Option<crate::job::RestoreBackup>,
 }
 
 impl StartJob {
@@ -226,9 +232,10 @@ pub enum Decision {
 /// 9. the schedule, first due wins: post-apply refresh, pending health, drift; else requeue at
 ///    the soonest.
 ///
-/// A restore (`captf.io/restore-state`), a pool's membership refreshes and a machine's
-/// health-check refreshes are not decided here yet: they come with the backups, pool and
-/// remediation features, together with what Observe needs to feed them.
+/// A restore (`captf.io/restore-state`) comes right after the deletion branch: it beats every
+/// apply, refresh and drift check, and needs no readable state (it is how a lost or damaged
+/// state is put back). A pool's membership refreshes are
+/// not decided here yet: they come with the pool feature.
 ///
 /// Every Job start passes the gates (the dependency gate only for an apply or plan), the retry
 /// backoff (failed Jobs only), the run lease and the cluster operation gate, any of which turns
@@ -292,6 +299,9 @@ fn decide_unclamped(o: &Observed, cfg: &Config) -> Decision {
     // Choosing the next operation.
     if o.deleting {
         return deleting(o, cfg);
+    }
+    if let Some(ask) = &o.restore {
+        return restore(o, cfg, ask);
     }
     let state_hash = match &o.state {
         // Rule 3: no state yet.
@@ -409,6 +419,23 @@ fn deleting(o: &Observed, cfg: &Config) -> Decision {
     }
     let hash = current_or_state_hash(o);
     start_job(o, cfg, Operation::Destroy, StartReason::Destroy, hash, None)
+}
+
+/// A restore Job for `ask`, named after the backup's serial; it renders (and is adopted with) the
+/// backup's inputs hash, else the current or state one.
+fn restore(o: &Observed, cfg: &Config, ask: &RestoreAsk) -> Decision {
+    let hash = ask
+        .inputs_hash
+        .clone()
+        .unwrap_or_else(|| current_or_state_hash(o));
+    let tick = Some(ask.backup.serial.to_string());
+    match start_job(o, cfg, Operation::Restore, StartReason::Restore, hash, tick) {
+        Decision::StartJob(start) => Decision::StartJob(StartJob {
+            restore: Some(ask.backup),
+            ..start
+        }),
+        other => other,
+    }
 }
 
 /// Rules 5-7, for state carrying `state_hash`.
@@ -547,6 +574,13 @@ fn scheduled(o: &Observed, cfg: &Config, state_hash: &str) -> Decision {
             every(schedule::pending_refresh_delay(o.pending_refreshes)),
             Operation::Refresh,
             StartReason::Refresh(RefreshReason::HealthPending),
+        ));
+    }
+    if let Some(interval) = o.health_check_interval.filter(|_| o.provisioned) {
+        candidates.push((
+            every(interval),
+            Operation::Refresh,
+            StartReason::Refresh(RefreshReason::HealthCheck),
         ));
     }
     let drift_since = [o.last.apply, o.last.drift_check]
@@ -706,6 +740,7 @@ fn start_job(
         attempt,
         tick,
         inputs_hash,
+        restore: None,
     })
 }
 

@@ -255,6 +255,16 @@ pub struct Leases {
 }
 
 /// Everything one pass observed.
+/// A restore to run (Terraform State "Restore"): the backup, and the inputs hash the state is
+/// adopted with afterwards (the backup's; `None` when the backed-up state had none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreAsk {
+    /// The backup to push.
+    pub backup: crate::job::RestoreBackup,
+    /// The inputs hash the backup's state was adopted with.
+    pub inputs_hash: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
     /// The object's kind.
@@ -303,6 +313,12 @@ pub struct Observed {
     pub leases: Leases,
     /// For a cluster being deleted: machines and pools of it that still exist.
     pub dependents: u32,
+    /// A restore the `captf.io/restore-state` annotation asks for (a backup of this object that
+    /// was not restored, or failed to restore, before).
+    pub restore: Option<RestoreAsk>,
+    /// A TerraformMachine with `spec.remediation.annotateMachine`: its
+    /// `healthCheckIntervalSeconds`, a refresh cadence of its own (Machine Remediation).
+    pub health_check_interval: Option<Duration>,
     /// The time of this pass.
     pub now: SystemTime,
 }
@@ -347,6 +363,8 @@ impl Observed {
             },
             leases: Leases::default(),
             dependents: 0,
+            restore: None,
+            health_check_interval: None,
             now,
         }
     }

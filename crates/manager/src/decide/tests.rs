@@ -1085,3 +1085,122 @@ fn a_dependency_gate_blocks_only_apply_and_plan() {
     o.inputs = Inputs::Built { hash: "h2".into() };
     assert!(matches!(waited(&decide(&o, &cfg())).0, WaitReason::Gate(_)));
 }
+
+// Terraform State "Restore".
+
+fn ask(serial: u64) -> RestoreAsk {
+    RestoreAsk {
+        backup: crate::job::RestoreBackup {
+            serial,
+            chunks: 2,
+            resources: 3,
+        },
+        inputs_hash: Some("h1:backup".to_owned()),
+    }
+}
+
+#[test]
+fn a_restore_beats_an_apply_and_runs_on_a_lost_state() {
+    for state in [
+        StateRead::Lost,
+        StateRead::Unreadable {
+            reason: reasons::STATE_CORRUPT,
+        },
+        StateRead::None,
+    ] {
+        let o = Observed {
+            restore: Some(ask(7)),
+            inputs: Inputs::Built {
+                hash: "h1:changed".to_owned(),
+            },
+            state,
+            ..mk_observed()
+        };
+        let d = decide(&o, &cfg());
+        let s = started(&d);
+        assert_eq!(s.operation, Operation::Restore);
+        assert_eq!(s.reason, StartReason::Restore);
+        assert_eq!(s.tick.as_deref(), Some("7"));
+        // The restored state is adopted with the backup's inputs hash.
+        assert_eq!(s.inputs_hash, "h1:backup");
+        assert_eq!(s.restore, Some(ask(7).backup));
+    }
+}
+
+#[test]
+fn deletion_pause_and_an_active_job_beat_a_restore() {
+    let deleting = Observed {
+        restore: Some(ask(7)),
+        deleting: true,
+        ..mk_observed()
+    };
+    assert_eq!(
+        started(&decide(&deleting, &cfg())).operation,
+        Operation::Destroy
+    );
+    let paused = Observed {
+        restore: Some(ask(7)),
+        paused: true,
+        ..mk_observed()
+    };
+    assert_eq!(waited(&decide(&paused, &cfg())).0, &WaitReason::Paused);
+}
+
+#[test]
+fn a_machines_restore_waits_behind_the_clusters_operation() {
+    let machine = Observed {
+        restore: Some(ask(3)),
+        names_cluster: true,
+        leases: Leases {
+            cluster: ClusterLease::HeldByCluster,
+            ..Leases::default()
+        },
+        ..mk_machine()
+    };
+    assert_eq!(
+        waited(&decide(&machine, &cfg())).0,
+        &WaitReason::ClusterOperation {
+            operation: Operation::Restore
+        }
+    );
+}
+
+// Machine Remediation: `healthCheckIntervalSeconds`.
+
+#[test]
+fn a_machine_with_annotate_machine_refreshes_on_its_health_check_interval() {
+    let mut o = mk_machine();
+    o.provisioned = true;
+    // Drift off: without remediation nothing more is due.
+    o.drift.interval = Some(Duration::ZERO);
+    o.last.apply = Some(ago(400));
+    assert!(matches!(
+        decide(&o, &cfg()),
+        Decision::Nothing {
+            requeue_after: None
+        }
+    ));
+    o.health_check_interval = Some(Duration::from_secs(300));
+    let d = decide(&o, &cfg());
+    let start = started(&d);
+    assert_eq!(
+        (start.operation, start.reason),
+        (
+            Operation::Refresh,
+            StartReason::Refresh(RefreshReason::HealthCheck)
+        )
+    );
+    // Sampled recently: the next one waits for the interval.
+    o.last.refresh = Some(ago(10));
+    let Decision::Nothing {
+        requeue_after: Some(after),
+    } = decide(&o, &cfg())
+    else {
+        panic!("expected a requeue");
+    };
+    assert_eq!(
+        after,
+        schedule::jittered(&o.uid, Duration::from_secs(300))
+            .saturating_sub(Duration::from_secs(10))
+    );
+}

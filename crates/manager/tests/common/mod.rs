@@ -176,12 +176,24 @@ impl Drop for RunningManager {
 
 /// Starts a manager for `ns` with `client`.
 pub fn start_manager(client: &Client, ns: &str, images: &Images, instance: &str) -> RunningManager {
-    let settings = Settings {
+    start_manager_with(client, ns, images, instance, |_| {})
+}
+
+/// [`start_manager`], with its settings changed by `tune` (a manager flag a test sets).
+pub fn start_manager_with(
+    client: &Client,
+    ns: &str,
+    images: &Images,
+    instance: &str,
+    tune: impl FnOnce(&mut Settings),
+) -> RunningManager {
+    let mut settings = Settings {
         runner_image: images.runner.clone(),
         namespace: Some(ns.to_owned()),
         instance: instance.to_owned(),
         ..Settings::default()
     };
+    tune(&mut settings);
     let metrics = Metrics::new();
     let ctx = Context::new(client.clone(), settings, metrics.clone());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -586,6 +598,19 @@ async fn role_variant_image(
         std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
     }
     std::fs::write(dir.path().join("extra.tf"), extra_tf).unwrap();
+    // A variant may stand in for outputs of the module: its `extra.tf` declares them, and the
+    // originals are dropped here.
+    for output in ["health", "provider_id"] {
+        let block = format!("output \"{output}\"");
+        if !extra_tf.contains(&block) {
+            continue;
+        }
+        let outputs = dir.path().join("outputs.tf");
+        let text = std::fs::read_to_string(&outputs).unwrap();
+        let start = text.find(&block).unwrap();
+        let end = start + text[start..].find("\n}\n").unwrap() + 3;
+        std::fs::write(&outputs, format!("{}{}", &text[..start], &text[end..])).unwrap();
+    }
     let tofu = testenv::testbin::path("tofu").unwrap();
     let base = tokio::task::spawn_blocking(move || tofu_base_layer(&tofu))
         .await
@@ -962,4 +987,127 @@ pub async fn target(client: &Client, ns: &str, kind: &str, name: &str) -> manage
                 .unwrap(),
         )),
     }
+}
+
+/// The sum of the samples of counter `name` in an encoded exposition whose labels contain every
+/// `must`.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+pub fn metric_sum(encoded: &str, name: &str, must: &[&str]) -> u64 {
+    encoded
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && must.iter().all(|m| l.contains(m)))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64)
+        .sum()
+}
+
+static DRIFTING: OnceCell<String> = OnceCell::const_new();
+
+/// What the knob variants read from outside their inputs: the output `knob` of the state
+/// [`DRIFT_KNOB_SECRET`] in the object's namespace, `steady` when there is none.
+const KNOB_TF: &str = r#"
+data "terraform_remote_state" "knob" {
+  backend = "kubernetes"
+  config = {
+    secret_suffix     = "drift-knob"
+    namespace         = var.captf_object.namespace
+    in_cluster_config = true
+  }
+  defaults = { knob = "steady" }
+}
+
+locals {
+  knob = data.terraform_remote_state.knob.outputs.knob
+}
+"#;
+
+/// The name of the state whose output `knob` stands for reality in [`drifting_image`].
+pub const DRIFT_KNOB_SECRET: &str = "tfstate-default-drift-knob";
+
+/// A cluster module whose infrastructure drifts on demand: it reads the output `knob` of the
+/// state `tfstate-default-drift-knob` in the object's namespace (through the `kubernetes`
+/// backend's `terraform_remote_state`, as a module reads anything outside its inputs) and keeps
+/// a `terraform_data.knob` for any value but `steady` (the default, also when there is no such
+/// state). Changing the knob after an apply is drift a drift check finds (one to add); a knob of
+/// `broken` also adds `terraform_data.knob_number`, whose apply fails (the knob is no number).
+pub async fn drifting_image(env: &testenv::TestEnv) -> String {
+    DRIFTING
+        .get_or_init(|| async {
+            let extra = format!(
+                "{KNOB_TF}{}",
+                r#"
+
+resource "terraform_data" "knob" {
+  count = local.knob == "steady" ? 0 : 1
+  input = local.knob
+}
+
+resource "terraform_data" "knob_number" {
+  count = local.knob == "broken" ? 1 : 0
+  input = tonumber(terraform_data.knob[0].output)
+}
+"#
+            );
+            variant_image(env, "captf/drifting-cluster", &extra).await
+        })
+        .await
+        .clone()
+}
+
+/// Sets the knob of [`drifting_image`] in `ns`: a state whose output `knob` is `value`.
+pub async fn set_drift_knob(client: &Client, ns: &str, value: &str) {
+    let doc = json!({"version": 4, "terraform_version": "1.12.6", "serial": 1,
+                     "lineage": "drift-knob", "resources": [],
+                     "outputs": {"knob": {"value": value, "type": "string"}}});
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(doc.to_string().as_bytes()).unwrap();
+    let data = gz.finish().unwrap();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": DRIFT_KNOB_SECRET},
+        "data": {"tfstate": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, data)}
+    }))
+    .unwrap();
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    api.patch(
+        DRIFT_KNOB_SECRET,
+        &PatchParams::apply("drift-test").force(),
+        &Patch::Apply(&secret),
+    )
+    .await
+    .unwrap();
+}
+
+static AILING: OnceCell<String> = OnceCell::const_new();
+
+/// A machine module whose `health` output follows the knob of [`set_drift_knob`] (read like
+/// [`drifting_image`] does, from outside its inputs): `unhealthy` reads running but unhealthy,
+/// `terminated` reads terminated, anything else running and healthy; `vanished` also turns its
+/// `provider_id` null, as when the instance disappeared from the state.
+pub async fn ailing_machine_image(env: &testenv::TestEnv) -> String {
+    AILING
+        .get_or_init(|| async {
+            let extra = format!(
+                "{KNOB_TF}{}",
+                r#"
+locals {
+  ails = contains(["unhealthy", "terminated"], local.knob)
+}
+
+output "provider_id" {
+  value = local.knob == "vanished" ? null : "noop:///${var.captf_object.namespace}/${var.captf_object.name}"
+}
+
+output "health" {
+  value = {
+    state   = local.knob == "terminated" ? "terminated" : "running"
+    healthy = !local.ails
+    message = local.ails ? "the test says so" : null
+    reasons = []
+  }
+}
+"#
+            );
+            role_variant_image(env, "machine", "captf/ailing-machine", &extra).await
+        })
+        .await
+        .clone()
 }

@@ -1,0 +1,230 @@
+//! Machine Remediation (spec: Machine Remediation; Drift and Health "Unhealthy samples"): a
+//! TerraformMachine counts its consecutive unhealthy health samples in `status.unhealthySamples`
+//! and, with `spec.remediation.annotateMachine`, asks Cluster API to replace its instance by
+//! annotating the owning Machine with `cluster.x-k8s.io/remediate-machine` (marked as CAPTF's own
+//! by `captf.io/remediation-requested`, whose value says why) once the count reaches
+//! `unhealthyThreshold`, or at once for a terminated instance. Both annotations are withdrawn
+//! when the instance reads Healthy again and the Machine is not being deleted; a
+//! `remediate-machine` set by someone else is never touched.
+
+use api::capi::Machine;
+use api::constants::{annotations, conditions as ctype, events, reasons};
+use contract::health::HealthReason;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+
+use crate::context::Target;
+use crate::inputs::Owner;
+use crate::reconcile::{Error, Pass};
+use crate::status::Fact;
+
+/// The next `status.unhealthySamples` after one sample whose `InfrastructureHealthy` reason is
+/// `reason`: Healthy resets it, unhealthy, degraded or stopped adds one, anything else (pending,
+/// unknown, terminated) leaves it.
+pub fn next_count(before: i32, reason: Option<&str>) -> i32 {
+    match reason
+        .and_then(HealthReason::parse)
+        .and_then(HealthReason::counts_as_unhealthy_sample)
+    {
+        Some(false) => 0,
+        Some(true) => before.saturating_add(1),
+        None => before,
+    }
+}
+
+/// What to do with the owning Machine's annotations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MachineAction {
+    /// Nothing.
+    None,
+    /// Ask for remediation, saying why.
+    Request(String),
+    /// Withdraw CAPTF's own request.
+    Withdraw,
+}
+
+/// The remediation step's choice: `annotate` is `spec.remediation.annotateMachine`, `threshold`
+/// its `unhealthyThreshold`, `samples` the count after this pass, `reason` the health reason,
+/// `ours` whether the Machine carries `captf.io/remediation-requested`, `requested` whether it
+/// carries `cluster.x-k8s.io/remediate-machine` at all.
+pub fn choose(
+    annotate: bool,
+    threshold: i32,
+    samples: i32,
+    reason: Option<&str>,
+    ours: bool,
+    requested: bool,
+) -> MachineAction {
+    if reason == Some(reasons::HEALTHY) {
+        return if ours {
+            MachineAction::Withdraw
+        } else {
+            MachineAction::None
+        };
+    }
+    if !annotate || requested {
+        return MachineAction::None;
+    }
+    match reason {
+        Some(reasons::INSTANCE_TERMINATED) => {
+            MachineAction::Request("the instance is terminated".to_owned())
+        }
+        Some(r) if samples >= threshold.max(1) => {
+            MachineAction::Request(format!("{r} for {samples} consecutive samples"))
+        }
+        _ => MachineAction::None,
+    }
+}
+
+/// The remediation step of a provisioned TerraformMachine's pass: counts the sample when this
+/// pass took one (`sampled`), then requests or withdraws remediation on the owning Machine.
+pub async fn sample(p: &mut Pass<'_>, owner: &Owner, sampled: bool) -> Result<(), Error> {
+    let Target::Machine(tm) = p.target else {
+        return Ok(());
+    };
+    let reason = p
+        .findings
+        .reason(ctype::INFRASTRUCTURE_HEALTHY)
+        .map(str::to_owned);
+    let before = tm
+        .status
+        .as_ref()
+        .and_then(|s| s.unhealthy_samples)
+        .unwrap_or(0);
+    let samples = if sampled {
+        next_count(before, reason.as_deref())
+    } else {
+        before
+    };
+    if samples != before {
+        p.facts.record(Fact::UnhealthySamples(samples));
+    }
+    p.ctx
+        .metrics
+        .set_unhealthy_samples(&p.ns, &p.name, i64::from(samples));
+    let Some(machine) = owner.machine.as_ref() else {
+        return Ok(());
+    };
+    if machine.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let policy = tm.spec.remediation.clone().unwrap_or_default();
+    let a = machine.metadata.annotations.clone().unwrap_or_default();
+    let action = choose(
+        policy.annotate_machine_or_default(),
+        policy.unhealthy_threshold_or_default(),
+        samples,
+        reason.as_deref(),
+        a.contains_key(annotations::REMEDIATION_REQUESTED),
+        a.contains_key(annotations::REMEDIATE_MACHINE),
+    );
+    let name = machine.metadata.name.clone().unwrap_or_default();
+    match action {
+        MachineAction::None => {}
+        MachineAction::Request(why) => {
+            annotate(p, &name, Some(&why)).await?;
+            p.ctx.metrics.remediation_request("requested");
+            p.outbox.warning(
+                events::REMEDIATION_REQUESTED,
+                format!("Machine {name} annotated for remediation: {why}"),
+            );
+        }
+        MachineAction::Withdraw => {
+            annotate(p, &name, None).await?;
+            p.ctx.metrics.remediation_request("withdrawn");
+            p.outbox.normal(
+                events::REMEDIATION_WITHDRAWN,
+                format!(
+                    "The instance is healthy again: remediation request on Machine {name} withdrawn"
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Sets (`Some(why)`) or removes (`None`) both remediation annotations on Machine `name`.
+async fn annotate(p: &Pass<'_>, name: &str, why: Option<&str>) -> Result<(), Error> {
+    let machines: Api<Machine> = Api::namespaced(p.ctx.client.clone(), &p.ns);
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        annotations::REMEDIATE_MACHINE: why.map(|_| ""),
+        annotations::REMEDIATION_REQUESTED: why,
+    }}});
+    machines
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_count_unhealthy_degraded_and_stopped_and_reset_on_healthy() {
+        assert_eq!(next_count(2, Some(reasons::INSTANCE_UNHEALTHY)), 3);
+        assert_eq!(next_count(2, Some(reasons::INSTANCE_DEGRADED)), 3);
+        assert_eq!(next_count(2, Some(reasons::INSTANCE_STOPPED)), 3);
+        assert_eq!(next_count(2, Some(reasons::HEALTHY)), 0);
+        for left in [
+            reasons::INSTANCE_PENDING,
+            reasons::HEALTH_UNKNOWN,
+            reasons::INSTANCE_TERMINATED,
+        ] {
+            assert_eq!(next_count(2, Some(left)), 2, "{left}");
+        }
+        assert_eq!(
+            next_count(i32::MAX, Some(reasons::INSTANCE_UNHEALTHY)),
+            i32::MAX
+        );
+    }
+
+    #[test]
+    fn a_request_waits_for_the_threshold_and_terminated_skips_it() {
+        let unhealthy = Some(reasons::INSTANCE_UNHEALTHY);
+        assert_eq!(
+            choose(true, 3, 2, unhealthy, false, false),
+            MachineAction::None
+        );
+        assert_eq!(
+            choose(true, 3, 3, unhealthy, false, false),
+            MachineAction::Request("InstanceUnhealthy for 3 consecutive samples".into())
+        );
+        assert_eq!(
+            choose(true, 3, 0, Some(reasons::INSTANCE_TERMINATED), false, false),
+            MachineAction::Request("the instance is terminated".into())
+        );
+        // Off by default, and never over a request already there.
+        assert_eq!(
+            choose(false, 3, 9, unhealthy, false, false),
+            MachineAction::None
+        );
+        assert_eq!(
+            choose(true, 3, 9, unhealthy, true, true),
+            MachineAction::None
+        );
+        assert_eq!(
+            choose(true, 3, 9, unhealthy, false, true),
+            MachineAction::None
+        );
+    }
+
+    #[test]
+    fn only_our_own_request_is_withdrawn_when_healthy() {
+        let healthy = Some(reasons::HEALTHY);
+        assert_eq!(
+            choose(true, 3, 0, healthy, true, true),
+            MachineAction::Withdraw
+        );
+        // Withdrawn even once annotateMachine was turned off.
+        assert_eq!(
+            choose(false, 3, 0, healthy, true, true),
+            MachineAction::Withdraw
+        );
+        // Someone else's remediate-machine is left alone.
+        assert_eq!(
+            choose(true, 3, 0, healthy, false, true),
+            MachineAction::None
+        );
+    }
+}

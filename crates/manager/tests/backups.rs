@@ -1,0 +1,367 @@
+//! State backups and restore with real Jobs (spec: Terraform State "State backups" and
+//! "Restore"; docs/src/runbooks/state-restore.md, followed step by step by the restore test).
+//!
+//! Needs root, the test binaries and a static runner (`make runner-static-dev`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
+mod common;
+
+use std::io::Read;
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
+const LONG: Duration = Duration::from_secs(240);
+
+fn gunzip(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(data)
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+fn suffix(ns: &str, name: &str) -> String {
+    contract::names::state_suffix(ns, contract::names::ObjectKind::Cluster, name)
+}
+
+/// The compressed payload of a chunked set, chunk 0 first (`tfstate` of each Secret).
+fn payload(secrets: &[Secret], base: &str) -> Vec<u8> {
+    let mut chunks: Vec<(usize, Vec<u8>)> = secrets
+        .iter()
+        .filter_map(|s| {
+            let index = contract::state::chunk_index(base, s.metadata.name.as_deref()?)?;
+            Some((index, s.data.as_ref()?.get("tfstate")?.0.clone()))
+        })
+        .collect();
+    chunks.sort_by_key(|(i, _)| *i);
+    chunks.into_iter().flat_map(|(_, d)| d).collect()
+}
+
+/// The live state's compressed payload.
+async fn live_state(client: &kube::Client, ns: &str, name: &str) -> Vec<u8> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default().labels(&format!("tfstateSecretSuffix={}", suffix(ns, name)));
+    let secrets = api.list(&lp).await.unwrap().items;
+    payload(&secrets, &format!("tfstate-default-{}", suffix(ns, name)))
+}
+
+/// The object's backup Secrets, by serial.
+async fn backups(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> std::collections::BTreeMap<u64, Vec<Secret>> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default().labels(&format!(
+        "captf.io/state-backup=true,captf.io/state-backup-suffix={}",
+        suffix(ns, name)
+    ));
+    let mut out = std::collections::BTreeMap::<u64, Vec<Secret>>::new();
+    for s in api.list(&lp).await.unwrap().items {
+        let serial = s.metadata.annotations.as_ref().unwrap()["captf.io/state-backup-serial"]
+            .parse()
+            .unwrap();
+        out.entry(serial).or_default().push(s);
+    }
+    out
+}
+
+fn serial_of(state_gz: &[u8]) -> u64 {
+    let doc: Value = serde_json::from_slice(&gunzip(state_gz)).unwrap();
+    doc["serial"].as_u64().unwrap()
+}
+
+/// The `token` the state's `terraform_data.token` recorded (its sha256, as the module keeps it);
+/// `None` before the resource is in the state.
+fn token_hash_of(state_gz: &[u8]) -> Option<String> {
+    let doc: Value = serde_json::from_slice(&gunzip(state_gz)).ok()?;
+    let resource = doc["resources"]
+        .as_array()?
+        .iter()
+        .find(|r| r["type"] == "terraform_data" && r["name"] == "token")?
+        .clone();
+    let input = &resource["instances"][0]["attributes"]["input"];
+    input["value"]
+        .as_str()
+        .or(input.as_str())
+        .map(str::to_owned)
+}
+
+fn sha256_hex(s: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(s.as_bytes()))
+}
+
+async fn set_token(client: &kube::Client, ns: &str, name: &str, token: &str) {
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
+    tcs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"variables": {"token": token}}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Waits until the live state records `token` and a backup of its serial exists; returns the
+/// live payload.
+async fn applied_and_backed_up(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    token: &str,
+) -> Vec<u8> {
+    let want = sha256_hex(token);
+    eventually(
+        LONG,
+        &format!("token {token} applied and backed up"),
+        || async {
+            let live = live_state(client, ns, name).await;
+            if live.is_empty() || token_hash_of(&live).as_deref() != Some(want.as_str()) {
+                return None;
+            }
+            backups(client, ns, name)
+                .await
+                .contains_key(&serial_of(&live))
+                .then_some(live)
+        },
+    )
+    .await
+}
+
+async fn annotate(client: &kube::Client, ns: &str, name: &str, value: Option<&str>) {
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
+    tcs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"captf.io/restore-state": value}}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Three applies under `--state-backups=2`: each new serial is copied verbatim (the backup
+/// decompresses to exactly the state it copied), the oldest set is pruned, and
+/// `status.stateBackups` lists the two kept, newest first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_applies_keep_the_newest_backups_byte_identical_to_their_state() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = slow_image(env).await;
+    let ns = env.namespace("backups").await.unwrap();
+    identity(&client, "id-backups", &[ns.as_str()], "planted-backups-1").await;
+    let mgr = start_manager_with(&client, &ns, &images, "manager-backups", |s| {
+        s.state_backups = 2;
+    });
+    let spec = json!({"variables": {"token": "one"}});
+    cluster_with_spec(&client, &ns, "kept", "id-backups", &image, spec).await;
+    let mut serials = Vec::new();
+    for token in ["one", "two", "three"] {
+        if token != "one" {
+            set_token(&client, &ns, "kept", token).await;
+        }
+        let live = applied_and_backed_up(&client, &ns, "kept", token).await;
+        let serial = serial_of(&live);
+        let sets = backups(&client, &ns, "kept").await;
+        let base = format!("captf-state-backup-{}-{serial}", suffix(&ns, "kept"));
+        let copy = payload(&sets[&serial], &base);
+        // Verbatim: the same compressed bytes, and so the same document.
+        assert_eq!(copy, live, "backup of serial {serial} is not verbatim");
+        assert_eq!(gunzip(&copy), gunzip(&live));
+        let chunk0 = sets[&serial]
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(base.as_str()))
+            .unwrap();
+        let labels = chunk0.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels["clusterctl.cluster.x-k8s.io/move"], "");
+        let owner = &chunk0.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("TerraformCluster", "kept")
+        );
+        serials.push(serial);
+    }
+    assert!(serials.windows(2).all(|w| w[0] < w[1]), "{serials:?}");
+    // The newest two kept, the first pruned; the status lists them newest first.
+    let tc = eventually(LONG, "two backups kept", || async {
+        let sets = backups(&client, &ns, "kept").await;
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "kept").await;
+        let listed: Vec<u64> = tc["status"]["stateBackups"]
+            .as_array()
+            .map(|l| l.iter().map(|b| b["serial"].as_u64().unwrap()).collect())
+            .unwrap_or_default();
+        (sets.keys().copied().collect::<Vec<_>>() == serials[1..]
+            && listed == [serials[2], serials[1]])
+        .then_some(tc)
+    })
+    .await;
+    for b in tc["status"]["stateBackups"].as_array().unwrap() {
+        assert!(b["bytes"].as_u64().unwrap() > 0, "{b}");
+        assert!(b["takenAt"].is_string(), "{b}");
+    }
+    let enc = mgr.metrics.encode();
+    assert_eq!(
+        metric_sum(&enc, "captf_state_backups_total", &["result=\"taken\""]),
+        3
+    );
+    assert_eq!(
+        metric_sum(&enc, "captf_state_backups_total", &["result=\"pruned\""]),
+        1
+    );
+}
+
+/// The state restore runbook, step by step: pick a serial from `status.stateBackups`, annotate
+/// the object, wait for `RestoreJobSucceeded=True/StateRestored` and the annotation to go, check
+/// `StateReadable`; the state then holds the backup's content, and the next apply (the current
+/// inputs differ from the restored state's) proceeds from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_puts_back_the_backup_and_the_next_apply_proceeds_from_it() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = slow_image(env).await;
+    let ns = env.namespace("restore").await.unwrap();
+    identity(&client, "id-restore", &[ns.as_str()], "planted-restore-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-restore");
+    let spec = json!({"variables": {"token": "first"}});
+    cluster_with_spec(&client, &ns, "restored", "id-restore", &image, spec).await;
+    let first = applied_and_backed_up(&client, &ns, "restored", "first").await;
+    set_token(&client, &ns, "restored", "second").await;
+    let second = applied_and_backed_up(&client, &ns, "restored", "second").await;
+    let wanted = serial_of(&first);
+
+    // Runbook step 1: the backups, from the status.
+    let tc = eventually(LONG, "both backups listed", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "restored").await;
+        (tc["status"]["stateBackups"].as_array().map(Vec::len) == Some(2)).then_some(tc)
+    })
+    .await;
+    let listed: Vec<u64> = tc["status"]["stateBackups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["serial"].as_u64().unwrap())
+        .collect();
+    assert_eq!(listed, [serial_of(&second), wanted]);
+
+    // Step 2: annotate. Step 3: wait for the restore and the annotation's removal.
+    annotate(&client, &ns, "restored", Some(&wanted.to_string())).await;
+    let tc = eventually(LONG, "the restore", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "restored").await;
+        let restored = condition(&tc, "RestoreJobSucceeded")
+            == Some(("True".to_owned(), "StateRestored".to_owned()));
+        let gone = tc["metadata"]["annotations"]["captf.io/restore-state"].is_null();
+        (restored && gone).then_some(tc)
+    })
+    .await;
+    let restores = op_jobs(&jobs_of(&client, &ns, "restored").await, "restore");
+    assert_eq!(restores.len(), 1);
+    let restore_job = &restores[0];
+    assert_eq!(
+        restore_job.metadata.annotations.as_ref().unwrap()["captf.io/restore-serial"],
+        wanted.to_string()
+    );
+    // Step 4: the state reads.
+    assert_eq!(condition(&tc, "StateReadable").unwrap().0, "True");
+
+    // The next apply proceeds from the restored state: the current inputs ("second") differ
+    // from the backup's, so the cluster re-applies them over it.
+    let applies_after = eventually(LONG, "the apply after the restore", || async {
+        let jobs = jobs_of(&client, &ns, "restored").await;
+        let restored_at = restore_job.metadata.creation_timestamp.clone().unwrap().0;
+        let after: Vec<_> = op_jobs(&jobs, "apply")
+            .into_iter()
+            .filter(|j| j.metadata.creation_timestamp.as_ref().unwrap().0 > restored_at)
+            .collect();
+        let succeeded = after
+            .iter()
+            .any(|j| j.status.as_ref().and_then(|s| s.succeeded) == Some(1));
+        succeeded.then_some(after)
+    })
+    .await;
+    assert!(!applies_after.is_empty());
+    let live = live_state(&client, &ns, "restored").await;
+    assert_eq!(token_hash_of(&live), Some(sha256_hex("second")));
+    let enc = mgr.metrics.encode();
+    assert_eq!(
+        metric_sum(
+            &enc,
+            "captf_state_restores_total",
+            &["result=\"succeeded\""]
+        ),
+        1
+    );
+}
+
+/// A restore request naming no backup of the object (an unknown serial, or no serial at all) is
+/// refused with `RestoreBackupNotFound`: no Job, the state untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_of_a_missing_serial_is_refused() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("restore-missing").await.unwrap();
+    identity(
+        &client,
+        "id-restore-missing",
+        &[ns.as_str()],
+        "planted-rm-1",
+    )
+    .await;
+    let mgr = start_manager(&client, &ns, &images, "manager-restore-missing");
+    cluster(
+        &client,
+        &ns,
+        "nobackup",
+        "id-restore-missing",
+        &images.cluster,
+    )
+    .await;
+    let before = eventually(LONG, "the first apply backed up", || async {
+        let live = live_state(&client, &ns, "nobackup").await;
+        (!live.is_empty()
+            && backups(&client, &ns, "nobackup")
+                .await
+                .contains_key(&serial_of(&live)))
+        .then_some(live)
+    })
+    .await;
+    for (value, says) in [("999", "serial 999"), ("latest", "must be a state serial")] {
+        annotate(&client, &ns, "nobackup", Some(value)).await;
+        let tc = eventually(LONG, "the refusal", || async {
+            let tc = get_json(&client, &ns, TC, "TerraformCluster", "nobackup").await;
+            let c = tc["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "RestoreJobSucceeded")?
+                .clone();
+            (c["reason"] == "RestoreBackupNotFound"
+                && c["message"].as_str().unwrap_or("").contains(says))
+            .then_some(tc)
+        })
+        .await;
+        assert_eq!(condition(&tc, "RestoreJobSucceeded").unwrap().0, "False");
+        // The annotation stays for the user to correct; no Job ran; the state is as it was.
+        assert_eq!(
+            tc["metadata"]["annotations"]["captf.io/restore-state"],
+            value
+        );
+    }
+    assert!(op_jobs(&jobs_of(&client, &ns, "nobackup").await, "restore").is_empty());
+    assert_eq!(live_state(&client, &ns, "nobackup").await, before);
+    assert_eq!(
+        metric_sum(
+            &mgr.metrics.encode(),
+            "captf_state_restores_total",
+            &["result=\"not_found\""]
+        ),
+        2
+    );
+}

@@ -1,0 +1,180 @@
+//! Drift found and reported, found and remediated, and a remediation failing up to its cap, with
+//! real drift Jobs over a module whose infrastructure changes on demand (spec: Drift; Drift and
+//! Health "Report or remediate").
+//!
+//! Needs root, the test binaries and a static runner (`make runner-static-dev`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::batch::v1::Job;
+use serde_json::{Value, json};
+
+const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
+const LONG: Duration = Duration::from_secs(240);
+
+/// A TerraformCluster of the drifting module, applied once (knob `steady`), with a drift check
+/// every 5 seconds and `extra` in its spec.
+async fn applied_drifting_cluster(
+    client: &kube::Client,
+    env: &testenv::TestEnv,
+    ns: &str,
+    name: &str,
+    identity_name: &str,
+    extra: Value,
+) {
+    let image = drifting_image(env).await;
+    let mut spec = json!({"drift": {"intervalSeconds": 5}});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    cluster_with_spec(client, ns, name, identity_name, &image, spec).await;
+    eventually(LONG, "the first apply", || async {
+        let tc = get_json(client, ns, TC, "TerraformCluster", name).await;
+        (condition(&tc, "ApplyJobSucceeded").map(|c| c.0) == Some("True".to_owned())).then_some(())
+    })
+    .await;
+}
+
+fn remediations(jobs: &[Job]) -> Vec<Job> {
+    op_jobs(jobs, "apply")
+        .into_iter()
+        .filter(|j| {
+            j.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("captf.io/drift-remediation"))
+                .map(String::as_str)
+                == Some("true")
+        })
+        .collect()
+}
+
+fn failed(job: &Job) -> bool {
+    job.status.as_ref().and_then(|s| s.failed).unwrap_or(0) > 0
+}
+
+/// `Report` (the default): the drift check finds the change, `DriftDetected` turns
+/// `True/DriftReported` with the counts, `status.lastRun.drift` records them, nothing re-applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_found_is_reported_and_nothing_applies() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("drift-report").await.unwrap();
+    identity(&client, "id-drift-report", &[ns.as_str()], "planted-dr-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-drift-report");
+    applied_drifting_cluster(&client, env, &ns, "reported", "id-drift-report", json!({})).await;
+    set_drift_knob(&client, &ns, "moved").await;
+    let tc = eventually(LONG, "drift reported", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "reported").await;
+        (condition(&tc, "DriftDetected") == Some(("True".to_owned(), "DriftReported".to_owned())))
+            .then_some(tc)
+    })
+    .await;
+    let drift = &tc["status"]["lastRun"]["drift"];
+    assert_eq!(tc["status"]["lastRun"]["operation"], "drift");
+    assert_eq!(drift["add"], 1, "{drift}");
+    // Drift never makes an object un-Ready.
+    assert_eq!(condition(&tc, "Ready").unwrap().0, "True");
+    // Report applies nothing: a few more checks later, still the one apply.
+    eventually(LONG, "two more drift checks", || async {
+        let drifts = op_jobs(&jobs_of(&client, &ns, "reported").await, "drift");
+        (drifts.len() >= 3).then_some(())
+    })
+    .await;
+    assert_eq!(
+        op_jobs(&jobs_of(&client, &ns, "reported").await, "apply").len(),
+        1
+    );
+    let enc = mgr.metrics.encode();
+    assert!(
+        metric_sum(&enc, "captf_drift_resources_total", &["action=\"add\""]) >= 1,
+        "{enc}"
+    );
+}
+
+/// `Remediate`: the finding turns `DriftDetected` `True/DriftPending`, a remediation apply of the
+/// current inputs runs, and its success clears the drift to `False/NoDrift` at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_found_is_remediated() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("drift-remediate").await.unwrap();
+    identity(&client, "id-drift-rem", &[ns.as_str()], "planted-drem-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-drift-remediate");
+    let extra = json!({"drift": {"intervalSeconds": 5, "action": "Remediate"}});
+    applied_drifting_cluster(&client, env, &ns, "healed", "id-drift-rem", extra).await;
+    set_drift_knob(&client, &ns, "moved").await;
+    let tc = eventually(LONG, "the remediation", || async {
+        let jobs = jobs_of(&client, &ns, "healed").await;
+        let done = remediations(&jobs)
+            .iter()
+            .any(|j| j.status.as_ref().and_then(|s| s.succeeded) == Some(1));
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "healed").await;
+        let clear =
+            condition(&tc, "DriftDetected") == Some(("False".to_owned(), "NoDrift".to_owned()));
+        (done && clear).then_some(tc)
+    })
+    .await;
+    assert_eq!(tc["status"]["lastRun"]["operation"], "apply");
+    // The remediation applied the knob: the state now keeps terraform_data.knob.
+    let state = state_document(&client, &ns, contract::names::ObjectKind::Cluster, "healed").await;
+    assert!(
+        state["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["type"] == "terraform_data" && r["name"] == "knob"),
+        "{state}"
+    );
+    let enc = mgr.metrics.encode();
+    assert!(metric_sum(&enc, "captf_drift_resources_total", &["action=\"add\""]) >= 1);
+}
+
+/// A remediation that keeps failing is retried (under the normal backoff) until as many attempts
+/// failed since the last successful drift check as `failedJobsHistoryLimit` keeps; then the
+/// drift stays `True/DriftPending` and nothing more is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_remediation_stops_at_the_cap() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("drift-cap").await.unwrap();
+    identity(&client, "id-drift-cap", &[ns.as_str()], "planted-dcap-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-drift-cap");
+    let extra = json!({"drift": {"intervalSeconds": 5, "action": "Remediate"},
+                       "jobs": {"failedJobsHistoryLimit": 2}});
+    applied_drifting_cluster(&client, env, &ns, "capped", "id-drift-cap", extra).await;
+    set_drift_knob(&client, &ns, "broken").await;
+    eventually(
+        Duration::from_secs(300),
+        "two failed remediations",
+        || async {
+            let jobs = jobs_of(&client, &ns, "capped").await;
+            let failures = remediations(&jobs).iter().filter(|j| failed(j)).count();
+            (failures >= 2).then_some(())
+        },
+    )
+    .await;
+    let tc = get_json(&client, &ns, TC, "TerraformCluster", "capped").await;
+    let (status, reason) = condition(&tc, "DriftDetected").unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "DriftPending"));
+    // Past the cap no remediation starts: well beyond the next backoff step, still two.
+    tokio::time::sleep(Duration::from_secs(75)).await;
+    let jobs = jobs_of(&client, &ns, "capped").await;
+    assert_eq!(
+        remediations(&jobs).len(),
+        2,
+        "remediation applies past the cap"
+    );
+    let tc = get_json(&client, &ns, TC, "TerraformCluster", "capped").await;
+    assert_eq!(
+        condition(&tc, "DriftDetected"),
+        Some(("True".to_owned(), "DriftPending".to_owned()))
+    );
+}

@@ -1,0 +1,206 @@
+//! Instance health and machine remediation with real Jobs (spec: Machine Remediation; Drift and
+//! Health "Unhealthy samples"): samples counted, the Machine annotated at the threshold and the
+//! request withdrawn when healthy again; a terminated instance taking the shortcut.
+//!
+//! Needs root, the test binaries and a static runner (`make runner-static-dev`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+
+const TM: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
+const LONG: Duration = Duration::from_secs(300);
+
+/// A provisioned cluster and a provisioned machine of the ailing module, with remediation on at
+/// `threshold` and a drift check (one health sample) every 5 seconds.
+async fn provisioned_machine(
+    client: &kube::Client,
+    env: &testenv::TestEnv,
+    images: &Images,
+    ns: &str,
+    identity_name: &str,
+    threshold: u32,
+) {
+    let tcs = "prod";
+    cluster(client, ns, tcs, identity_name, &images.cluster).await;
+    wait_ready(client, ns, "TerraformCluster", tcs, "True", LONG).await;
+    capi_cluster_provisioned(client, ns, tcs).await;
+    capi_control_plane_initialized(client, ns, tcs).await;
+    let image = ailing_machine_image(env).await;
+    machine(client, ns, tcs, "sick", &image, false, "#cloud-config\n").await;
+    let tms: Api<api::machine::TerraformMachine> = Api::namespaced(client.clone(), ns);
+    tms.patch(
+        "sick",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {
+            "drift": {"intervalSeconds": 5},
+            "remediation": {"annotateMachine": true, "unhealthyThreshold": threshold,
+                            "healthCheckIntervalSeconds": 60}}})),
+    )
+    .await
+    .unwrap();
+    wait_ready(client, ns, "TerraformMachine", "sick", "True", LONG).await;
+}
+
+async fn machine_annotations(client: &kube::Client, ns: &str) -> Value {
+    let m = get_json(client, ns, "cluster.x-k8s.io/v1beta2", "Machine", "sick").await;
+    m["metadata"]["annotations"].clone()
+}
+
+/// Waits for CAPTF's remediation request on the Machine; returns its annotations.
+async fn remediation_request(client: &kube::Client, ns: &str) -> Value {
+    eventually(LONG, "the remediation request", || async {
+        let a = machine_annotations(client, ns).await;
+        a.get("captf.io/remediation-requested")
+            .is_some()
+            .then_some(a)
+    })
+    .await
+}
+
+async fn samples(client: &kube::Client, ns: &str) -> Option<u64> {
+    let tm = get_json(client, ns, TM, "TerraformMachine", "sick").await;
+    tm["status"]["unhealthySamples"].as_u64()
+}
+
+/// Unhealthy samples are counted; below the threshold the Machine is left alone, at it the
+/// Machine gets `cluster.x-k8s.io/remediate-machine` and `captf.io/remediation-requested`; once
+/// the instance reads Healthy again both go and the count resets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unhealthy_instance_is_annotated_at_the_threshold_and_withdrawn_when_healthy() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("remediate").await.unwrap();
+    identity(&client, "id-remediate", &[ns.as_str()], "planted-rem-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-remediate");
+    provisioned_machine(&client, env, &images, &ns, "id-remediate", 3).await;
+    assert_eq!(samples(&client, &ns).await.unwrap_or(0), 0);
+
+    set_drift_knob(&client, &ns, "unhealthy").await;
+    // Below the threshold: counted, the Machine untouched.
+    eventually(LONG, "one unhealthy sample", || async {
+        (samples(&client, &ns).await == Some(1)).then_some(())
+    })
+    .await;
+    let a = machine_annotations(&client, &ns).await;
+    assert!(
+        a.get("cluster.x-k8s.io/remediate-machine").is_none(),
+        "requested below the threshold: {a}"
+    );
+    let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
+    assert_eq!(
+        condition(&tm, "InfrastructureHealthy"),
+        Some(("False".to_owned(), "InstanceUnhealthy".to_owned()))
+    );
+    // At the threshold: requested, and why.
+    let a = remediation_request(&client, &ns).await;
+    assert_eq!(a["cluster.x-k8s.io/remediate-machine"], "");
+    assert_eq!(
+        a["captf.io/remediation-requested"],
+        "InstanceUnhealthy for 3 consecutive samples"
+    );
+    // The count is in the status patch of the pass that annotated the Machine.
+    eventually(LONG, "three unhealthy samples", || async {
+        (samples(&client, &ns).await >= Some(3)).then_some(())
+    })
+    .await;
+
+    // Healthy again: withdrawn, and the count starts over.
+    set_drift_knob(&client, &ns, "steady").await;
+    eventually(LONG, "the withdrawal", || async {
+        let a = machine_annotations(&client, &ns).await;
+        let gone = a.get("captf.io/remediation-requested").is_none()
+            && a.get("cluster.x-k8s.io/remediate-machine").is_none();
+        (gone && samples(&client, &ns).await.is_none()).then_some(())
+    })
+    .await;
+    let enc = mgr.metrics.encode();
+    assert_eq!(
+        metric_sum(
+            &enc,
+            "captf_remediation_requests_total",
+            &["action=\"requested\""]
+        ),
+        1
+    );
+    assert_eq!(
+        metric_sum(
+            &enc,
+            "captf_remediation_requests_total",
+            &["action=\"withdrawn\""]
+        ),
+        1
+    );
+}
+
+/// A terminated instance skips the threshold: the first sample reading terminated requests
+/// remediation, and the count is left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_instance_takes_the_shortcut() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("terminated").await.unwrap();
+    identity(&client, "id-terminated", &[ns.as_str()], "planted-term-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-terminated");
+    provisioned_machine(&client, env, &images, &ns, "id-terminated", 50).await;
+    set_drift_knob(&client, &ns, "terminated").await;
+    let a = remediation_request(&client, &ns).await;
+    assert_eq!(
+        a["captf.io/remediation-requested"],
+        "the instance is terminated"
+    );
+    assert_eq!(a["cluster.x-k8s.io/remediate-machine"], "");
+    let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
+    assert_eq!(
+        condition(&tm, "InfrastructureHealthy"),
+        Some(("False".to_owned(), "InstanceTerminated".to_owned()))
+    );
+    assert_eq!(tm["status"]["unhealthySamples"].as_u64().unwrap_or(0), 0);
+}
+
+/// A `provider_id` that comes back null after provisioning is not trusted on one sample
+/// (`Unknown/ProviderIDMissing`, nothing requested); the second consecutive missing sample reads
+/// the instance as terminated and takes the shortcut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vanished_provider_id_is_terminated_on_the_second_sample() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("vanished").await.unwrap();
+    identity(&client, "id-vanished", &[ns.as_str()], "planted-van-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-vanished");
+    provisioned_machine(&client, env, &images, &ns, "id-vanished", 50).await;
+    set_drift_knob(&client, &ns, "vanished").await;
+    eventually(LONG, "ProviderIDMissing", || async {
+        let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
+        (condition(&tm, "InfrastructureHealthy")
+            == Some(("Unknown".to_owned(), "ProviderIDMissing".to_owned())))
+        .then_some(())
+    })
+    .await;
+    let a = machine_annotations(&client, &ns).await;
+    assert!(
+        a.get("captf.io/remediation-requested").is_none(),
+        "requested on one missing sample: {a}"
+    );
+    let a = remediation_request(&client, &ns).await;
+    assert_eq!(
+        a["captf.io/remediation-requested"],
+        "the instance is terminated"
+    );
+    let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
+    assert_eq!(
+        condition(&tm, "InfrastructureHealthy"),
+        Some(("False".to_owned(), "InstanceTerminated".to_owned()))
+    );
+    // spec.providerID is kept.
+    assert!(tm["spec"]["providerID"].is_string(), "{tm}");
+}
