@@ -45,6 +45,8 @@ pub struct Settings {
     pub cluster_concurrency: u16,
     /// `--terraformmachine-concurrency`.
     pub machine_concurrency: u16,
+    /// `--terraformmachinetemplate-concurrency`.
+    pub template_concurrency: u16,
     /// This manager's name in leases and events (its pod name in a cluster).
     pub instance: String,
 }
@@ -62,6 +64,7 @@ impl Default for Settings {
             sync_period: Duration::from_secs(600),
             cluster_concurrency: 10,
             machine_concurrency: 10,
+            template_concurrency: 10,
             instance: "captf-manager".to_owned(),
         }
     }

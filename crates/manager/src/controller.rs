@@ -1,6 +1,7 @@
 //! The controllers (spec: Architecture "Components"; INTERFACE-FACTS §4 "Controllers /
 //! concurrency"): TerraformCluster, TerraformMachine and the TerraformClusterIdentity status, each
-//! reading the shared [`crate::caches`] and woken by the triggers those caches' watches compute
+//! reading the shared [`crate::caches`] (and the TerraformMachineTemplate capacity controller,
+//! [`crate::template`], with its own watch) and woken by the triggers those caches' watches compute
 //! (who wakes whom, and which changes do not, is there), plus the orphan sweep.
 
 use std::future::Future;
@@ -184,6 +185,8 @@ pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync 
         controller(caches.identities.clone(), triggers.identities, 1),
         stop(),
     );
+    // Boxed: its Controller is a large future of its own.
+    let template_run = Box::pin(crate::template::run(ctx.clone(), stop()));
     let sweep_run = crate::sweep::run(
         ctx.client.clone(),
         ctx.settings.namespace.clone(),
@@ -191,7 +194,7 @@ pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync 
         triggers.departures,
         stop(),
     );
-    let ((), (), (), ()) = tokio::join!(tc_run, tm_run, identity_run, sweep_run);
+    let ((), (), (), (), ()) = tokio::join!(tc_run, tm_run, identity_run, template_run, sweep_run);
     watches.abort();
 }
 

@@ -35,6 +35,7 @@ pub mod runner_rbac;
 pub mod state;
 pub mod status;
 pub mod sweep;
+pub mod template;
 pub mod workload;
 
 pub use context::{Context, Settings};

@@ -177,12 +177,14 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
             &["terraformclusteridentities"],
             &["get", "list", "watch"],
         ),
+        (infra, &["terraformmachinetemplates"], &["list", "watch"]),
         (
             infra,
             &[
                 "terraformclusters/status",
                 "terraformmachines/status",
                 "terraformclusteridentities/status",
+                "terraformmachinetemplates/status",
             ],
             &["patch"],
         ),

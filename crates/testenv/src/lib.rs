@@ -23,6 +23,7 @@ pub mod manifests;
 pub mod net;
 pub mod podnet;
 pub mod registry;
+pub mod registry_auth;
 pub mod shim;
 pub mod testbin;
 
