@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod observe;
 pub mod outputs;
 pub mod patch;
+pub mod pool;
 pub mod reconcile;
 pub mod report;
 pub mod runner_rbac;
