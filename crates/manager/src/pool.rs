@@ -3,18 +3,63 @@
 //! merge patch that claims or releases `cluster.x-k8s.io/replicas-managed-by` and writes the
 //! raw observed desired capacity to `MachinePool.spec.replicas`, under the MachinePool's
 //! resourceVersion, and its `ReplicasWrittenBack` event. What to write is
-//! [`contract::pool::sync_replicas`]'s.
+//! [`contract::pool::sync_replicas`]'s. Also the `autoscaling` the MachinePool's autoscaler
+//! annotations give, and the `AutoscalingActive` condition it reports (Machine Pools "Choose fixed
+//! replicas or autoscaling"; INTERFACE-FACTS §1 `AutoscalingActive`).
 //!
 //! The TerraformMachinePool controller that will call it once per pass is not built yet.
 
 use api::capi::MachinePool;
-use api::constants::{annotations, events};
+use api::constants::{annotations, conditions as ctype, events, reasons};
+use contract::health::ConditionStatus;
+use contract::inputs::{Autoscaling, AutoscalingMode, parse_autoscaling};
 use contract::pool::{ManagedByEdit, SyncReplicas, sync_replicas, written_back_note};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
+use crate::conditions::Findings;
 use crate::events::Outbox;
+
+/// The `autoscaling` input and mode the MachinePool's autoscaler min/max-size annotations give.
+pub fn autoscaling(mp: &MachinePool) -> (Autoscaling, AutoscalingMode) {
+    let get = |k: &str| mp.annotations().get(k).map(String::as_str);
+    parse_autoscaling(
+        get(annotations::AUTOSCALER_MIN_SIZE),
+        get(annotations::AUTOSCALER_MAX_SIZE),
+    )
+}
+
+/// Records the `AutoscalingActive` condition of a pool whose MachinePool's annotations gave
+/// `mode` (and, when enabled, `scaling`).
+pub fn autoscaling_active(findings: &mut Findings, mode: AutoscalingMode, scaling: Autoscaling) {
+    let (status, reason, message) = match mode {
+        AutoscalingMode::Enabled => (
+            ConditionStatus::True,
+            reasons::REPLICAS_MANAGED_BY_MODULE,
+            format!(
+                "The module owns the desired count within [{}, {}]; the observed count is written back to MachinePool.spec.replicas",
+                scaling.min, scaling.max
+            ),
+        ),
+        AutoscalingMode::Disabled => (
+            ConditionStatus::False,
+            reasons::AUTOSCALING_DISABLED,
+            "No autoscaler annotations: MachinePool.spec.replicas alone decides the capacity"
+                .to_owned(),
+        ),
+        AutoscalingMode::AnnotationsInvalid => (
+            ConditionStatus::False,
+            reasons::AUTOSCALING_ANNOTATIONS_INVALID,
+            format!(
+                "{} and {} must both be present, non-negative integers, and min <= max; applying without autoscaling",
+                annotations::AUTOSCALER_MIN_SIZE,
+                annotations::AUTOSCALER_MAX_SIZE
+            ),
+        ),
+    };
+    findings.set(ctype::AUTOSCALING_ACTIVE, status, reason, &message);
+}
 
 /// What the pass must write to `mp`, given whether autoscaling is enabled and the pool's
 /// observed `status.replicas`.
@@ -114,6 +159,46 @@ mod tests {
         );
         assert!(body.get("spec").is_none(), "spec.replicas is not written");
         assert!(patch_body(&decide(&mp(Some(3), Some("other")), false, Some(5)), None).is_none());
+    }
+
+    #[test]
+    fn the_annotations_give_the_mode_and_the_condition() {
+        let mut m = mp(None, None);
+        let (scaling, mode) = autoscaling(&m);
+        assert_eq!((scaling.enabled, mode), (false, AutoscalingMode::Disabled));
+        m.annotations_mut()
+            .insert(annotations::AUTOSCALER_MIN_SIZE.to_owned(), "3".to_owned());
+        assert_eq!(autoscaling(&m).1, AutoscalingMode::AnnotationsInvalid);
+        m.annotations_mut()
+            .insert(annotations::AUTOSCALER_MAX_SIZE.to_owned(), "10".to_owned());
+        let (scaling, mode) = autoscaling(&m);
+        assert_eq!(mode, AutoscalingMode::Enabled);
+        assert_eq!((scaling.min, scaling.max), (3, 10));
+        for (mode, status, reason) in [
+            (
+                AutoscalingMode::Enabled,
+                ConditionStatus::True,
+                reasons::REPLICAS_MANAGED_BY_MODULE,
+            ),
+            (
+                AutoscalingMode::Disabled,
+                ConditionStatus::False,
+                reasons::AUTOSCALING_DISABLED,
+            ),
+            (
+                AutoscalingMode::AnnotationsInvalid,
+                ConditionStatus::False,
+                reasons::AUTOSCALING_ANNOTATIONS_INVALID,
+            ),
+        ] {
+            let mut findings = Findings::new(None);
+            autoscaling_active(&mut findings, mode, scaling);
+            assert_eq!(findings.reason(ctype::AUTOSCALING_ACTIVE), Some(reason));
+            assert_eq!(
+                findings.status(ctype::AUTOSCALING_ACTIVE),
+                Some(status.as_str())
+            );
+        }
     }
 
     #[test]
