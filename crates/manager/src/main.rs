@@ -95,6 +95,9 @@ struct Cli {
     /// Parallel TerraformMachineTemplate reconciles.
     #[arg(long, default_value_t = 10)]
     terraformmachinetemplate_concurrency: u16,
+    /// Parallel TerraformMachinePool reconciles.
+    #[arg(long, default_value_t = 10)]
+    terraformmachinepool_concurrency: u16,
     /// Reconcile only while holding the leader Lease.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     leader_elect: bool,
@@ -203,6 +206,7 @@ async fn main() -> anyhow::Result<()> {
         cluster_concurrency: cli.terraformcluster_concurrency,
         machine_concurrency: cli.terraformmachine_concurrency,
         template_concurrency: cli.terraformmachinetemplate_concurrency,
+        pool_concurrency: cli.terraformmachinepool_concurrency,
         instance: instance.clone(),
     };
     let metrics = Metrics::new();

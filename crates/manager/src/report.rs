@@ -401,6 +401,7 @@ mod tests {
     /// A provisioned TerraformCluster's observation.
     fn observed() -> Observed {
         Observed {
+            membership_refresh: None,
             kind: ObjectKind::Cluster,
             name: "c".into(),
             uid: "uid".into(),

@@ -168,10 +168,13 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
     let want = table(&[
         (
             infra,
-            &["terraformclusters", "terraformmachines"],
+            &[
+                "terraformclusters",
+                "terraformmachines",
+                "terraformmachinepools",
+            ],
             &["get", "list", "watch", "patch"],
         ),
-        (infra, &["terraformmachinepools"], &["list", "watch"]),
         (
             infra,
             &["terraformclusteridentities"],
@@ -183,6 +186,7 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
             &[
                 "terraformclusters/status",
                 "terraformmachines/status",
+                "terraformmachinepools/status",
                 "terraformclusteridentities/status",
                 "terraformmachinetemplates/status",
             ],
@@ -193,6 +197,7 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
             &[
                 "terraformclusters/finalizers",
                 "terraformmachines/finalizers",
+                "terraformmachinepools/finalizers",
             ],
             &["update"],
         ),
@@ -200,6 +205,11 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
             &["cluster.x-k8s.io"],
             &["clusters", "machines"],
             &["get", "list", "watch"],
+        ),
+        (
+            &["cluster.x-k8s.io"],
+            &["machinepools"],
+            &["get", "list", "watch", "patch"],
         ),
         (
             &[""],

@@ -1,10 +1,22 @@
-//! A TerraformMachinePool's write-back to a real MachinePool stored by the test API server
-//! (MachinePool Role "Lifecycle" — "Write-back"): claim and write in one patch, a user's edit
-//! overwritten, zero written explicitly, a foreign claim never touched, our claim released when
-//! autoscaling ends, and the patch refused when the MachinePool changed meanwhile.
+//! TerraformMachinePools against the test API server (Machine Pools; MachinePool Role).
 //!
-//! Needs the test binaries (API server, etcd); no runner, no kubelet, no Cluster API manager.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The write-back to a real MachinePool stored by the test API server ("Lifecycle" —
+//! "Write-back"): claim and write in one patch, a user's edit overwritten, zero written
+//! explicitly, a foreign claim never touched, our claim released when autoscaling ends, and the
+//! patch refused when the MachinePool changed meanwhile (API server and etcd only).
+//!
+//! The pool controller with real Jobs of the no-op machinepool module, from hand-made
+//! MachinePools (no Cluster API manager runs here): a pool of 3 reaches Ready with its sorted
+//! providerIDList, status.replicas, status.instances and status.ready; scaled to 0, replicas 0 is
+//! written explicitly; under the autoscaler annotations the module's count is written back to
+//! the MachinePool, and removing them releases the claim; deletion destroys it and leaves nothing
+//! (needs the runner, the registry and the kubelet as well).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
 
 use api::capi::MachinePool;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -13,6 +25,7 @@ use manager::events::Outbox;
 use manager::pool::write_back;
 use serde_json::json;
 use testenv::TestEnv;
+use testenv::image::{ModuleImage, push_module_image};
 
 const MANAGED_BY: &str = "cluster.x-k8s.io/replicas-managed-by";
 
@@ -146,4 +159,244 @@ async fn a_foreign_claim_is_never_touched() {
             Some("another-autoscaler")
         );
     }
+}
+
+const LONG: Duration = Duration::from_secs(240);
+const TMP: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
+
+/// The no-op machinepool module, pushed once to the test registry.
+async fn pool_image(env: &TestEnv) -> String {
+    let host = env.registry().unwrap().host();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    push_module_image(
+        &host,
+        "captf/noop-machinepool",
+        "v1",
+        &ModuleImage::new(root.join("modules/noop/machinepool"), "machinepool"),
+    )
+    .await
+    .unwrap();
+    format!("{host}/captf/noop-machinepool:v1")
+}
+
+/// A MachinePool with its bootstrap Secret and TerraformMachinePool, as Cluster API's
+/// MachinePool controller and a bootstrap provider leave them.
+async fn pool(client: &Client, ns: &str, cluster: &str, name: &str, image: &str, replicas: i32) {
+    common::create(
+        client,
+        ns,
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": format!("{name}-bootstrap")},
+               "stringData": {"value": "pool-bootstrap-token", "format": "cloud-config"}}),
+    )
+    .await;
+    let mp = common::create(
+        client,
+        ns,
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+               "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+               "spec": {"clusterName": cluster, "replicas": replicas,
+                        "template": {"metadata": {"labels": {"pool": name}},
+                                     "spec": {"clusterName": cluster, "version": "v1.36.2",
+                                              "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
+                                              "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                                                    "kind": "TerraformMachinePool", "name": name}}}}}),
+    )
+    .await;
+    let uid = mp.metadata.uid.unwrap();
+    common::create(
+        client,
+        ns,
+        json!({"apiVersion": TMP, "kind": "TerraformMachinePool",
+               "metadata": {"name": name,
+                            "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+                            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+                                                 "name": name, "uid": uid, "controller": true}]},
+               "spec": {"source": {"image": image}}}),
+    )
+    .await;
+}
+
+async fn patch_mp(client: &Client, ns: &str, name: &str, patch: serde_json::Value) {
+    Api::<MachinePool>::namespaced(client.clone(), ns)
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// Waits until the pool's outputs show `replicas` members, and returns the pool.
+async fn members(client: &Client, ns: &str, name: &str, replicas: i64) -> serde_json::Value {
+    common::eventually(LONG, &format!("{name} with {replicas} members"), || async {
+        let o = common::get_json(client, ns, TMP, "TerraformMachinePool", name).await;
+        (o["status"]["replicas"] == json!(replicas)
+            && o["spec"]["providerIDList"].as_array().map(Vec::len)
+                == Some(usize::try_from(replicas).unwrap()))
+        .then_some(o)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_from_its_machine_pool_to_destroy() {
+    let Some((env, images)) = common::setup().await else {
+        return;
+    };
+    let client = env.client().await.unwrap();
+    common::install_runner_cluster_role(&client).await;
+    let ns = env.namespace("pools").await.unwrap();
+    common::identity(&client, "id-pools", &[ns.as_str()], "pool-credential").await;
+    let image = pool_image(env).await;
+    // The manager runs as its ServiceAccount with exactly config/rbac/role.yaml.
+    let manager_client = common::manager_client(env, &client).await;
+    let mgr = common::start_manager(&manager_client, &ns, &images, "manager-pools");
+    common::cluster(&client, &ns, "prod", "id-pools", &images.cluster).await;
+    common::wait_ready(&client, &ns, "TerraformCluster", "prod", "True", LONG).await;
+    common::capi_cluster_provisioned(&client, &ns, "prod").await;
+
+    // A pool of 3 reaches Ready with its sorted providerIDList, replicas and instances.
+    pool(&client, &ns, "prod", "workers", &image, 3).await;
+    let tmp = common::wait_ready(
+        &client,
+        &ns,
+        "TerraformMachinePool",
+        "workers",
+        "True",
+        LONG,
+    )
+    .await;
+    let ids: Vec<String> = (0..3)
+        .map(|i| format!("noop:///{ns}/workers/{i}"))
+        .collect();
+    assert_eq!(tmp["spec"]["providerIDList"], json!(ids), "{tmp:#}");
+    assert_eq!(
+        tmp["spec"]["providerID"],
+        format!("noop-group:///{ns}/workers")
+    );
+    assert_eq!(tmp["status"]["replicas"], 3);
+    assert_eq!(tmp["status"]["ready"], true);
+    assert_eq!(tmp["status"]["initialization"]["provisioned"], true);
+    assert_eq!(tmp["status"]["instances"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        tmp["status"]["instances"][0]["instanceID"],
+        "noop-workers-0"
+    );
+    assert!(tmp["status"].get("failureReason").is_none());
+    assert!(tmp["status"].get("failureMessage").is_none());
+    assert_eq!(
+        common::condition(&tmp, "AutoscalingActive").unwrap().0,
+        "False"
+    );
+    // node_labels came from the MachinePool template's labels.
+    let state = common::state_document(
+        &client,
+        &ns,
+        contract::names::ObjectKind::MachinePool,
+        "workers",
+    )
+    .await;
+    let group = &state["resources"][0]["instances"][0]["attributes"]["input"]["value"];
+    assert_eq!(
+        group["node_labels"],
+        json!({"pool": "workers"}),
+        "{state:#}"
+    );
+
+    // Scaled to 5, then to 0: status.replicas 0 is written explicitly, the list is empty.
+    patch_mp(&client, &ns, "workers", json!({"spec": {"replicas": 5}})).await;
+    members(&client, &ns, "workers", 5).await;
+    patch_mp(&client, &ns, "workers", json!({"spec": {"replicas": 0}})).await;
+    let tmp = members(&client, &ns, "workers", 0).await;
+    assert_eq!(tmp["status"]["replicas"], json!(0), "{tmp:#}");
+    assert!(tmp["status"].get("instances").is_none());
+
+    // The autoscaler annotations hand the count to the module (its stand-in autoscaler says 4,
+    // outside [1, 3]); the observed count is written back to the MachinePool with its claim.
+    Api::<api::machinepool::TerraformMachinePool>::namespaced(client.clone(), &ns)
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"variables": {"noop_autoscaled_replicas": 4}}})),
+        )
+        .await
+        .unwrap();
+    patch_mp(
+        &client,
+        &ns,
+        "workers",
+        json!({"metadata": {"annotations": {
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "3"}}}),
+    )
+    .await;
+    members(&client, &ns, "workers", 4).await;
+    let mp = common::eventually(LONG, "the count written back", || async {
+        let mp = get(&client, &ns, "workers").await;
+        (mp.spec.replicas == Some(4)).then_some(mp)
+    })
+    .await;
+    assert_eq!(
+        mp.annotations().get(MANAGED_BY).map(String::as_str),
+        Some("captf")
+    );
+    let tmp = common::get_json(&client, &ns, TMP, "TerraformMachinePool", "workers").await;
+    assert_eq!(
+        common::condition(&tmp, "AutoscalingActive"),
+        Some(("True".to_owned(), "ReplicasManagedByModule".to_owned()))
+    );
+
+    // Removing the annotations releases the claim; spec.replicas decides again.
+    Api::<MachinePool>::namespaced(client.clone(), &ns)
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": null,
+                "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": null}},
+                "spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    common::eventually(LONG, "the claim released", || async {
+        let mp = get(&client, &ns, "workers").await;
+        mp.annotations().get(MANAGED_BY).is_none().then_some(())
+    })
+    .await;
+    members(&client, &ns, "workers", 2).await;
+
+    // Deletion destroys it from the durable inputs (the bootstrap Secret is gone first, as
+    // Cluster API deletes it in the same pass), and leaves nothing of CAPTF's.
+    common::delete(&client, &ns, "v1", "Secret", "workers-bootstrap").await;
+    common::delete(&client, &ns, TMP, "TerraformMachinePool", "workers").await;
+    common::eventually(LONG, "the pool gone", || async {
+        common::get_json_opt(&client, &ns, TMP, "TerraformMachinePool", "workers")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let destroyed = mgr
+        .metrics
+        .encode()
+        .lines()
+        .filter(|l| {
+            l.starts_with("captf_jobs_total{")
+                && l.contains("op=\"destroy\"")
+                && l.contains("result=\"succeeded\"")
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum::<u64>();
+    assert_eq!(destroyed, 1, "one destroy");
+    common::eventually(Duration::from_secs(60), "no pool Secret left", || async {
+        let left: BTreeSet<String> = common::secrets(&client, &ns)
+            .await
+            .into_iter()
+            .filter_map(|s| s.metadata.name)
+            .filter(|n| {
+                n.contains("workers") && (n.starts_with("tfstate-") || n.starts_with("captf-"))
+            })
+            .collect();
+        left.is_empty().then_some(())
+    })
+    .await;
+    mgr.stop().await;
 }

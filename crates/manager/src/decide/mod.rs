@@ -53,14 +53,16 @@ pub enum ApplyReason {
     DriftRemediation,
 }
 
-/// Why a refresh is due (the refresh schedule). A pool's convergence and membership refreshes
-/// and a machine's health-check refresh come with the pool and remediation issues.
+/// Why a refresh is due (the refresh schedule). A machine's health-check refresh comes with the
+/// remediation issue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefreshReason {
     /// A successful apply not yet followed by a refresh (machine).
     PostApply,
     /// Health reads pending.
     HealthPending,
+    /// A pool's membership refresh (30 s while unconverged or pending, else its interval).
+    Membership,
 }
 
 /// Why a Job starts.
@@ -223,12 +225,12 @@ pub enum Decision {
 ///    newest apply failed (not blocked / plan-changed / remediation); drift to remediate under
 ///    the failure cap. Under `applyPolicy: Manual` every one but the first apply goes through a
 ///    plan and its approval; under Automatic a blocked hash waits for its destructive approval;
-/// 9. the schedule, first due wins: post-apply refresh, pending health, drift; else requeue at
-///    the soonest.
+/// 9. the schedule, first due wins: post-apply refresh, pending health, a pool's membership
+///    refresh, drift; else requeue at the soonest.
 ///
-/// A restore (`captf.io/restore-state`), a pool's membership refreshes and a machine's
-/// health-check refreshes are not decided here yet: they come with the backups, pool and
-/// remediation features, together with what Observe needs to feed them.
+/// A restore (`captf.io/restore-state`) and a machine's health-check refreshes are not decided
+/// here yet: they come with the backups and remediation features, together with what Observe
+/// needs to feed them.
 ///
 /// Every Job start passes the gates (the dependency gate only for an apply or plan), the retry
 /// backoff (failed Jobs only), the run lease and the cluster operation gate, any of which turns
@@ -547,6 +549,13 @@ fn scheduled(o: &Observed, cfg: &Config, state_hash: &str) -> Decision {
             every(schedule::pending_refresh_delay(o.pending_refreshes)),
             Operation::Refresh,
             StartReason::Refresh(RefreshReason::HealthPending),
+        ));
+    }
+    if let Some(interval) = o.membership_refresh {
+        candidates.push((
+            every(interval),
+            Operation::Refresh,
+            StartReason::Refresh(RefreshReason::Membership),
         ));
     }
     let drift_since = [o.last.apply, o.last.drift_check]

@@ -303,6 +303,10 @@ pub struct Observed {
     pub leases: Leases,
     /// For a cluster being deleted: machines and pools of it that still exist.
     pub dependents: u32,
+    /// A pool's next membership refresh interval (MachinePool Role "Membership refresh"): 30 s
+    /// while unconverged or pending, else `spec.membershipRefreshIntervalSeconds`; `None` for
+    /// the other kinds.
+    pub membership_refresh: Option<Duration>,
     /// The time of this pass.
     pub now: SystemTime,
 }
