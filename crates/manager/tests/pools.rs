@@ -9,8 +9,9 @@
 //! MachinePools (no Cluster API manager runs here): a pool of 3 reaches Ready with its sorted
 //! providerIDList, status.replicas, status.instances and status.ready; scaled to 0, replicas 0 is
 //! written explicitly; under the autoscaler annotations the module's count is written back to
-//! the MachinePool, and removing them releases the claim; deletion destroys it and leaves nothing
-//! (needs the runner, the registry and the kubelet as well).
+//! the MachinePool, and removing them releases the claim; a new image re-applies it once;
+//! deletion destroys it and leaves nothing (needs the runner, the registry and the kubelet as
+//! well).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod common;
@@ -164,19 +165,19 @@ async fn a_foreign_claim_is_never_touched() {
 const LONG: Duration = Duration::from_secs(240);
 const TMP: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
 
-/// The no-op machinepool module, pushed once to the test registry.
-async fn pool_image(env: &TestEnv) -> String {
+/// The no-op machinepool module, pushed to the test registry under `tag`.
+async fn pool_image(env: &TestEnv, tag: &str) -> String {
     let host = env.registry().unwrap().host();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     push_module_image(
         &host,
         "captf/noop-machinepool",
-        "v1",
+        tag,
         &ModuleImage::new(root.join("modules/noop/machinepool"), "machinepool"),
     )
     .await
     .unwrap();
-    format!("{host}/captf/noop-machinepool:v1")
+    format!("{host}/captf/noop-machinepool:{tag}")
 }
 
 /// A MachinePool with its bootstrap Secret and TerraformMachinePool, as Cluster API's
@@ -212,7 +213,7 @@ async fn pool(client: &Client, ns: &str, cluster: &str, name: &str, image: &str,
                             "labels": {"cluster.x-k8s.io/cluster-name": cluster},
                             "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
                                                  "name": name, "uid": uid, "controller": true}]},
-               "spec": {"source": {"image": image}}}),
+               "spec": {"source": {"image": image}, "membershipRefreshIntervalSeconds": 15}}),
     )
     .await;
 }
@@ -236,6 +237,21 @@ async fn members(client: &Client, ns: &str, name: &str, replicas: i64) -> serde_
     .await
 }
 
+/// The pool's succeeded Jobs of `op`, as `captf_jobs_total` counts them.
+fn pool_jobs(metrics: &manager::metrics::Metrics, op: &str) -> u64 {
+    metrics
+        .encode()
+        .lines()
+        .filter(|l| {
+            l.starts_with("captf_jobs_total{")
+                && l.contains("kind=\"TerraformMachinePool\"")
+                && l.contains(&format!("op=\"{op}\""))
+                && l.contains("result=\"succeeded\"")
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pool_from_its_machine_pool_to_destroy() {
     let Some((env, images)) = common::setup().await else {
@@ -245,7 +261,7 @@ async fn a_pool_from_its_machine_pool_to_destroy() {
     common::install_runner_cluster_role(&client).await;
     let ns = env.namespace("pools").await.unwrap();
     common::identity(&client, "id-pools", &[ns.as_str()], "pool-credential").await;
-    let image = pool_image(env).await;
+    let image = pool_image(env, "v1").await;
     // The manager runs as its ServiceAccount with exactly config/rbac/role.yaml.
     let manager_client = common::manager_client(env, &client).await;
     let mgr = common::start_manager(&manager_client, &ns, &images, "manager-pools");
@@ -363,6 +379,32 @@ async fn a_pool_from_its_machine_pool_to_destroy() {
     .await;
     members(&client, &ns, "workers", 2).await;
 
+    // A new image re-applies the pool once (the same module under another tag: the image as
+    // written is in the inputs hash).
+    let applies = || pool_jobs(&mgr.metrics, "apply");
+    let before = applies();
+    let v2 = pool_image(env, "v2").await;
+    Api::<api::machinepool::TerraformMachinePool>::namespaced(client.clone(), &ns)
+        .patch(
+            "workers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"source": {"image": v2}}})),
+        )
+        .await
+        .unwrap();
+    common::eventually(LONG, "the new image applied", || async {
+        let o = common::get_json(&client, &ns, TMP, "TerraformMachinePool", "workers").await;
+        (o["status"]["source"]["image"] == json!(v2) && applies() > before).then_some(())
+    })
+    .await;
+    // A membership refresh after it changes nothing: still one apply.
+    let refreshes = pool_jobs(&mgr.metrics, "refresh");
+    common::eventually(LONG, "a refresh after the apply", || async {
+        (pool_jobs(&mgr.metrics, "refresh") > refreshes).then_some(())
+    })
+    .await;
+    assert_eq!(applies(), before + 1, "one apply for the new image");
+
     // Deletion destroys it from the durable inputs (the bootstrap Secret is gone first, as
     // Cluster API deletes it in the same pass), and leaves nothing of CAPTF's.
     common::delete(&client, &ns, "v1", "Secret", "workers-bootstrap").await;
@@ -374,18 +416,7 @@ async fn a_pool_from_its_machine_pool_to_destroy() {
             .then_some(())
     })
     .await;
-    let destroyed = mgr
-        .metrics
-        .encode()
-        .lines()
-        .filter(|l| {
-            l.starts_with("captf_jobs_total{")
-                && l.contains("op=\"destroy\"")
-                && l.contains("result=\"succeeded\"")
-        })
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum::<u64>();
-    assert_eq!(destroyed, 1, "one destroy");
+    assert_eq!(pool_jobs(&mgr.metrics, "destroy"), 1, "one destroy");
     common::eventually(Duration::from_secs(60), "no pool Secret left", || async {
         let left: BTreeSet<String> = common::secrets(&client, &ns)
             .await
