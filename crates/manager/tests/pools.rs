@@ -9,7 +9,8 @@
 //! MachinePools (no Cluster API manager runs here): a pool of 3 reaches Ready with its sorted
 //! providerIDList, status.replicas, status.instances and status.ready; scaled to 0, replicas 0 is
 //! written explicitly; under the autoscaler annotations the module's count is written back to
-//! the MachinePool, and removing them releases the claim; a new image re-applies it once;
+//! the MachinePool, and removing them releases the claim; a new image re-applies it once, and so
+//! does a rotated bootstrap token;
 //! deletion destroys it and leaves nothing (needs the runner, the registry and the kubelet as
 //! well).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
@@ -18,6 +19,10 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
+
+use base64::Engine;
+use contract::names::ObjectKind;
+use sha2::Digest;
 
 use api::capi::MachinePool;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -237,6 +242,11 @@ async fn members(client: &Client, ns: &str, name: &str, replicas: i64) -> serde_
     .await
 }
 
+/// The input of the no-op module's one resource, the group, in a state document.
+fn group(state: &serde_json::Value) -> &serde_json::Value {
+    &state["resources"][0]["instances"][0]["attributes"]["input"]["value"]
+}
+
 /// The pool's succeeded Jobs of `op`, as `captf_jobs_total` counts them.
 fn pool_jobs(metrics: &manager::metrics::Metrics, op: &str) -> u64 {
     metrics
@@ -303,16 +313,9 @@ async fn a_pool_from_its_machine_pool_to_destroy() {
         "False"
     );
     // node_labels came from the MachinePool template's labels.
-    let state = common::state_document(
-        &client,
-        &ns,
-        contract::names::ObjectKind::MachinePool,
-        "workers",
-    )
-    .await;
-    let group = &state["resources"][0]["instances"][0]["attributes"]["input"]["value"];
+    let state = common::state_document(&client, &ns, ObjectKind::MachinePool, "workers").await;
     assert_eq!(
-        group["node_labels"],
+        group(&state)["node_labels"],
         json!({"pool": "workers"}),
         "{state:#}"
     );
@@ -404,6 +407,31 @@ async fn a_pool_from_its_machine_pool_to_destroy() {
     })
     .await;
     assert_eq!(applies(), before + 1, "one apply for the new image");
+
+    // A rotated bootstrap token (rewritten in place, as kubeadm does) is applied once: the new
+    // data reaches the module.
+    let before = applies();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &ns)
+        .patch(
+            "workers-bootstrap",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"value": "pool-bootstrap-token-rotated"}})),
+        )
+        .await
+        .unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD.encode("pool-bootstrap-token-rotated");
+    let want = hex::encode(sha2::Sha256::digest(b64.as_bytes()));
+    common::eventually(LONG, "the rotated token applied", || async {
+        let state = common::state_document(&client, &ns, ObjectKind::MachinePool, "workers").await;
+        (group(&state)["bootstrap_sha256"] == json!(want) && applies() > before).then_some(())
+    })
+    .await;
+    let refreshes = pool_jobs(&mgr.metrics, "refresh");
+    common::eventually(LONG, "a refresh after the rotation", || async {
+        (pool_jobs(&mgr.metrics, "refresh") > refreshes).then_some(())
+    })
+    .await;
+    assert_eq!(applies(), before + 1, "one apply for the rotation");
 
     // Deletion destroys it from the durable inputs (the bootstrap Secret is gone first, as
     // Cluster API deletes it in the same pass), and leaves nothing of CAPTF's.
