@@ -87,6 +87,17 @@ impl ImageReference<'_> {
     }
 }
 
+/// Whether a registry host (`host[:port]`, `[v6]:port`) is loopback: `localhost` (or a
+/// `*.localhost` name), `127.0.0.1` or `::1`. Such a registry is spoken to over plain HTTP, as
+/// crane and the container runtimes do by default.
+pub fn is_loopback_registry(registry: &str) -> bool {
+    let host = registry
+        .strip_prefix('[')
+        .and_then(|r| r.split(']').next())
+        .unwrap_or_else(|| registry.split(':').next().unwrap_or(registry));
+    matches!(host, "localhost" | "127.0.0.1" | "::1") || host.ends_with(".localhost")
+}
+
 /// Parses an image reference; a tag and a digest are both optional.
 pub fn parse(reference: &str) -> Result<ImageReference<'_>, ImageError> {
     if reference.is_empty() {
@@ -302,6 +313,26 @@ mod tests {
         assert!(parse("ghcr.io/a/b:v1").unwrap().names_version());
         assert!(parse(&format!("a@{SHA}")).unwrap().names_version());
         assert!(parse("localhost:5000/a").is_ok_and(|r| !r.names_version()));
+    }
+
+    #[test]
+    fn loopback_registries() {
+        for host in [
+            "127.0.0.1:5000",
+            "localhost",
+            "[::1]:80",
+            "reg.localhost:80",
+        ] {
+            assert!(is_loopback_registry(host), "{host}");
+        }
+        for host in [
+            "registry.example:5000",
+            "10.0.0.1",
+            "localhost.example",
+            "[::2]:80",
+        ] {
+            assert!(!is_loopback_registry(host), "{host}");
+        }
     }
 
     #[test]

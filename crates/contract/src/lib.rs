@@ -5,6 +5,7 @@
 //! Plan Approval, The Reconcile Lifecycle). The manager, runner, webhook and tfcapi-lint call it.
 
 pub mod canonical;
+pub mod capacity;
 pub mod hash;
 pub mod hcl;
 pub mod health;
@@ -14,6 +15,8 @@ pub mod job_env;
 pub mod names;
 pub mod outputs;
 pub mod plan;
+pub mod pool;
+pub mod registry_auth;
 pub mod render;
 pub mod result;
 pub mod schedule;

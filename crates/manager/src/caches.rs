@@ -3,26 +3,28 @@
 //! pass makes comes from one of these stores, each filled by one watch, so that a steady-state
 //! pass over an object with nothing to do makes no API request at all.
 //!
-//! - Full objects: TerraformClusters, TerraformMachines, Clusters, Machines, identities, Jobs,
-//!   runner pods (label-selected), the runner RoleBindings, CAPTF's leases.
+//! - Full objects: TerraformClusters, TerraformMachines, TerraformMachinePools, Clusters,
+//!   Machines, MachinePools, identities, Jobs, runner pods (label-selected), the runner
+//!   RoleBindings, CAPTF's leases.
 //! - Metadata only: Secrets (state, durable inputs, mirrors, per-run, identity sources,
 //!   bootstrap data: their data is read again only when their resourceVersion changed, and a pass
 //!   keeps what it decoded, see [`Decoded`]), ServiceAccounts, namespaces (for the identities'
-//!   `allowedNamespaces` selectors), TerraformMachinePools, and the ConfigMaps labelled
+//!   `allowedNamespaces` selectors), and the ConfigMaps labelled
 //!   `captf.io/variables=true`.
 //!
 //! Each watch applies an event to its store first and then wakes the objects it concerns, so a
 //! pass never runs on a store older than the event that woke it. The predicates keep status-only
 //! changes from waking others: a TerraformMachine's status does not wake its TerraformCluster, a
-//! TerraformCluster's status wakes its machines only when `provisioned` changes, a Cluster's or
-//! Machine's status wakes only for the fields CAPTF reads.
+//! TerraformCluster's status wakes its machines and pools only when `provisioned` changes, a
+//! Cluster's, Machine's or MachinePool's status wakes only for the fields CAPTF reads (a
+//! MachinePool's, for none).
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use api::capi::{Cluster, Machine};
+use api::capi::{Cluster, Machine, MachinePool};
 use api::cluster::TerraformCluster;
 use api::constants::{conditions as ctype, labels};
 use api::identity::TerraformClusterIdentity;
@@ -53,12 +55,14 @@ pub struct Caches {
     pub terraform_clusters: Store<TerraformCluster>,
     /// TerraformMachines (the watched namespace, the watch filter).
     pub terraform_machines: Store<TerraformMachine>,
-    /// TerraformMachinePools, by metadata (a cluster's dependents).
-    pub terraform_machine_pools: Store<Meta<TerraformMachinePool>>,
+    /// TerraformMachinePools (the watched namespace, the watch filter).
+    pub terraform_machine_pools: Store<TerraformMachinePool>,
     /// Cluster API Clusters.
     pub clusters: Store<Cluster>,
     /// Cluster API Machines.
     pub machines: Store<Machine>,
+    /// Cluster API MachinePools.
+    pub machine_pools: Store<MachinePool>,
     /// TerraformClusterIdentities (cluster-wide).
     pub identities: Store<TerraformClusterIdentity>,
     /// CAPTF's Jobs (`captf.io/managed=true`).
@@ -171,6 +175,8 @@ pub struct Triggers {
     pub clusters: UnboundedReceiver<ObjectRef<TerraformCluster>>,
     /// TerraformMachines to reconcile.
     pub machines: UnboundedReceiver<ObjectRef<TerraformMachine>>,
+    /// TerraformMachinePools to reconcile.
+    pub pools: UnboundedReceiver<ObjectRef<TerraformMachinePool>>,
     /// TerraformClusterIdentities whose status to refresh.
     pub identities: UnboundedReceiver<ObjectRef<TerraformClusterIdentity>>,
     /// The namespaces a TerraformCluster, TerraformMachine or TerraformMachinePool just left
@@ -183,10 +189,13 @@ pub struct Triggers {
 struct Wake {
     clusters: UnboundedSender<ObjectRef<TerraformCluster>>,
     machines: UnboundedSender<ObjectRef<TerraformMachine>>,
+    pools: UnboundedSender<ObjectRef<TerraformMachinePool>>,
     identities: UnboundedSender<ObjectRef<TerraformClusterIdentity>>,
     departures: UnboundedSender<String>,
     tcs: Store<TerraformCluster>,
     tms: Store<TerraformMachine>,
+    tmps: Store<TerraformMachinePool>,
+    pool_owners: Store<MachinePool>,
     tcis: Store<TerraformClusterIdentity>,
     machine_owners: Store<Machine>,
     decoded: Decoded,
@@ -199,6 +208,10 @@ impl Wake {
 
     fn machine(&self, r: ObjectRef<TerraformMachine>) {
         let _ = self.machines.unbounded_send(r);
+    }
+
+    fn pool(&self, r: ObjectRef<TerraformMachinePool>) {
+        let _ = self.pools.unbounded_send(r);
     }
 
     fn identity(&self, r: ObjectRef<TerraformClusterIdentity>) {
@@ -220,13 +233,20 @@ impl Wake {
         }
     }
 
-    /// The TerraformMachines of cluster `cluster` in `ns`.
+    /// The TerraformMachines and TerraformMachinePools of cluster `cluster` in `ns`.
     fn machines_of(&self, ns: Option<&str>, cluster: &str) {
         for tm in self.tms.state() {
             if tm.namespace().as_deref() == ns
                 && tm.labels().get(labels::CLUSTER_NAME).map(String::as_str) == Some(cluster)
             {
                 self.machine(ObjectRef::from_obj(tm.as_ref()));
+            }
+        }
+        for tmp in self.tmps.state() {
+            if tmp.namespace().as_deref() == ns
+                && tmp.labels().get(labels::CLUSTER_NAME).map(String::as_str) == Some(cluster)
+            {
+                self.pool(ObjectRef::from_obj(tmp.as_ref()));
             }
         }
     }
@@ -243,6 +263,11 @@ impl Wake {
                 self.machine(ObjectRef::from_obj(tm.as_ref()));
             }
         }
+        for tmp in self.tmps.state() {
+            if ns.is_none() || tmp.namespace().as_deref() == ns {
+                self.pool(ObjectRef::from_obj(tmp.as_ref()));
+            }
+        }
     }
 
     /// The object an owner reference names, when it is one of ours.
@@ -250,6 +275,7 @@ impl Wake {
         match kind {
             "TerraformCluster" => self.cluster(within(ObjectRef::new(name), ns)),
             "TerraformMachine" => self.machine(within(ObjectRef::new(name), ns)),
+            "TerraformMachinePool" => self.pool(within(ObjectRef::new(name), ns)),
             _ => {}
         }
     }
@@ -430,20 +456,26 @@ pub fn start(
 ) -> (Caches, Triggers, futures::future::BoxFuture<'static, ()>) {
     let (tc_store, tc_writer) = reflector::store();
     let (tm_store, tm_writer) = reflector::store();
+    let (tmp_store, tmp_writer) = reflector::store();
+    let (mp_store, mp_writer) = reflector::store();
     let (machine_store, machine_writer) = reflector::store();
     let (tci_store, tci_writer) = reflector::store();
     let (tc_tx, tc_rx) = unbounded();
     let (tm_tx, tm_rx) = unbounded();
+    let (tmp_tx, tmp_rx) = unbounded();
     let (tci_tx, tci_rx) = unbounded();
     let (gone_tx, gone_rx) = unbounded();
     let decoded = Decoded::default();
     let wake = Wake {
         clusters: tc_tx,
         machines: tm_tx,
+        pools: tmp_tx,
         identities: tci_tx,
         departures: gone_tx,
         tcs: tc_store.clone(),
         tms: tm_store.clone(),
+        tmps: tmp_store.clone(),
+        pool_owners: mp_store.clone(),
         tcis: tci_store.clone(),
         machine_owners: machine_store.clone(),
         decoded: decoded.clone(),
@@ -472,10 +504,15 @@ pub fn start(
         w,
         tm_writer,
         tms,
-        main,
+        main.clone(),
         "terraformmachines",
         on_terraform_machine(wake.clone()),
     );
+    let tmps = api_for::<TerraformMachinePool>(c, ns);
+    inform_into(w, tmp_writer, tmps, main, "pools", on_pool(wake.clone()));
+    let mps = api_for::<MachinePool>(c, ns);
+    let on_mp = on_machine_pool(wake.clone());
+    inform_into(w, mp_writer, mps, all(), "machinepools", on_mp);
     let machines = api_for::<Machine>(c, ns);
     inform_into(
         w,
@@ -494,8 +531,6 @@ pub fn start(
         "identities",
         on_identity(wake.clone()),
     );
-    let pools = api_for::<Meta<TerraformMachinePool>>(c, ns);
-    let terraform_machine_pools = informed(w, pools, all(), "pools", on_pool(wake.clone()));
     let clusters = informed(
         w,
         api_for(c, ns),
@@ -528,9 +563,10 @@ pub fn start(
     let caches = Caches {
         terraform_clusters: tc_store,
         terraform_machines: tm_store,
-        terraform_machine_pools,
+        terraform_machine_pools: tmp_store,
         clusters,
         machines: machine_store,
+        machine_pools: mp_store,
         identities: tci_store,
         jobs,
         pods,
@@ -546,6 +582,7 @@ pub fn start(
     let triggers = Triggers {
         clusters: tc_rx,
         machines: tm_rx,
+        pools: tmp_rx,
         identities: tci_rx,
         departures: gone_rx,
     };
@@ -565,6 +602,7 @@ impl Caches {
             terraform_machine_pools: reflector::store().0,
             clusters: reflector::store().0,
             machines: reflector::store().0,
+            machine_pools: reflector::store().0,
             identities: reflector::store().0,
             jobs: reflector::store().0,
             pods: reflector::store().0,
@@ -586,6 +624,7 @@ impl Caches {
         self.terraform_machine_pools.wait_until_ready().await?;
         self.clusters.wait_until_ready().await?;
         self.machines.wait_until_ready().await?;
+        self.machine_pools.wait_until_ready().await?;
         self.identities.wait_until_ready().await?;
         self.jobs.wait_until_ready().await?;
         self.pods.wait_until_ready().await?;
@@ -746,8 +785,10 @@ fn on_terraform_machine(wake: Wake) -> impl FnMut(&watcher::Event<TerraformMachi
     }
 }
 
-/// A pool wakes its cluster's TerraformCluster when it appears or goes.
-fn on_pool(wake: Wake) -> impl FnMut(&watcher::Event<Meta<TerraformMachinePool>>) + Send {
+/// A TerraformMachinePool wakes itself on any change but its status, and its cluster's
+/// TerraformCluster only when it appears or goes (a deleting cluster waits for its pools).
+fn on_pool(wake: Wake) -> impl FnMut(&watcher::Event<TerraformMachinePool>) + Send {
+    let mut own = Seen::default();
     let mut present = HashSet::new();
     move |event| {
         let Some((pool, deleted)) = touched(event) else {
@@ -755,9 +796,14 @@ fn on_pool(wake: Wake) -> impl FnMut(&watcher::Event<Meta<TerraformMachinePool>>
         };
         let key = key_of(pool);
         let changed = if deleted {
+            own.forget(&key);
+            wake.decoded.forget(&key);
             wake.departed(pool.namespace());
             present.remove(&key)
         } else {
+            if own.changed(key.clone(), own_print(pool, &pool.spec)) {
+                wake.pool(ObjectRef::from_obj(pool));
+            }
             present.insert(key)
         };
         if changed && let Some(cluster) = pool.labels().get(labels::CLUSTER_NAME) {
@@ -826,6 +872,31 @@ fn on_machine(wake: Wake) -> impl FnMut(&watcher::Event<Machine>) + Send {
             && r.kind == "TerraformMachine"
         {
             wake.machine(within(ObjectRef::new(&r.name), m.namespace().as_deref()));
+        }
+    }
+}
+
+/// A MachinePool wakes the TerraformMachinePool it names when its spec or metadata changed (its
+/// replicas, annotations, template labels, bootstrap Secret), not for its status.
+fn on_machine_pool(wake: Wake) -> impl FnMut(&watcher::Event<MachinePool>) + Send {
+    let mut seen = Seen::default();
+    move |event| {
+        let Some((mp, deleted)) = touched(event) else {
+            return;
+        };
+        let key = key_of(mp);
+        let changed = if deleted {
+            seen.forget(&key);
+            true
+        } else {
+            seen.changed(key, own_print(mp, &mp.spec))
+        };
+        if changed
+            && let Some(r) = &mp.spec.template.spec.infrastructure_ref
+            && r.api_group == api::GROUP
+            && r.kind == "TerraformMachinePool"
+        {
+            wake.pool(within(ObjectRef::new(&r.name), mp.namespace().as_deref()));
         }
     }
 }
@@ -916,6 +987,17 @@ fn on_secret(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Secret>>) + Send {
                 wake.machine(within(ObjectRef::new(&r.name), ns.as_deref()));
             }
         }
+        for mp in wake.pool_owners.state() {
+            let bootstrap = mp.spec.template.spec.bootstrap.as_ref();
+            if mp.namespace() == ns
+                && bootstrap.and_then(|b| b.data_secret_name.as_deref()) == Some(name.as_str())
+                && let Some(r) = &mp.spec.template.spec.infrastructure_ref
+                && r.api_group == api::GROUP
+                && r.kind == "TerraformMachinePool"
+            {
+                wake.pool(within(ObjectRef::new(&r.name), ns.as_deref()));
+            }
+        }
         if s.labels()
             .get(labels::VARIABLES)
             .is_some_and(|v| v == "true")
@@ -958,6 +1040,11 @@ where
         for tm in wake.tms.state() {
             if tm.namespace().as_deref() == ns && names_it(&tm.spec.workspace) {
                 wake.machine(ObjectRef::from_obj(tm.as_ref()));
+            }
+        }
+        for tmp in wake.tmps.state() {
+            if tmp.namespace().as_deref() == ns && names_it(&tmp.spec.workspace) {
+                wake.pool(ObjectRef::from_obj(tmp.as_ref()));
             }
         }
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use api::cluster::{TerraformCluster, TerraformClusterStatus};
 use api::machine::{TerraformMachine, TerraformMachineStatus};
+use api::machinepool::{TerraformMachinePool, TerraformMachinePoolStatus};
 use api::status::WorkloadStatus;
 use api::workload::WorkspaceSpec;
 use contract::names::ObjectKind;
@@ -45,6 +46,10 @@ pub struct Settings {
     pub cluster_concurrency: u16,
     /// `--terraformmachine-concurrency`.
     pub machine_concurrency: u16,
+    /// `--terraformmachinetemplate-concurrency`.
+    pub template_concurrency: u16,
+    /// `--terraformmachinepool-concurrency`.
+    pub pool_concurrency: u16,
     /// This manager's name in leases and events (its pod name in a cluster).
     pub instance: String,
 }
@@ -62,6 +67,8 @@ impl Default for Settings {
             sync_period: Duration::from_secs(600),
             cluster_concurrency: 10,
             machine_concurrency: 10,
+            template_concurrency: 10,
+            pool_concurrency: 10,
             instance: "captf-manager".to_owned(),
         }
     }
@@ -117,6 +124,8 @@ pub enum Target {
     Cluster(Box<TerraformCluster>),
     /// A TerraformMachine.
     Machine(Box<TerraformMachine>),
+    /// A TerraformMachinePool.
+    Pool(Box<TerraformMachinePool>),
 }
 
 impl Target {
@@ -125,6 +134,7 @@ impl Target {
         match self {
             Self::Cluster(_) => ObjectKind::Cluster,
             Self::Machine(_) => ObjectKind::Machine,
+            Self::Pool(_) => ObjectKind::MachinePool,
         }
     }
 
@@ -133,6 +143,7 @@ impl Target {
         match self {
             Self::Cluster(o) => o.meta(),
             Self::Machine(o) => o.meta(),
+            Self::Pool(o) => o.meta(),
         }
     }
 
@@ -156,6 +167,7 @@ impl Target {
         match self {
             Self::Cluster(o) => &o.spec.workspace,
             Self::Machine(o) => &o.spec.workspace,
+            Self::Pool(o) => &o.spec.workspace,
         }
     }
 
@@ -164,6 +176,7 @@ impl Target {
         match self {
             Self::Cluster(_) => api::constants::finalizers::TERRAFORM_CLUSTER,
             Self::Machine(_) => api::constants::finalizers::TERRAFORM_MACHINE,
+            Self::Pool(_) => api::constants::finalizers::TERRAFORM_MACHINE_POOL,
         }
     }
 
@@ -172,6 +185,7 @@ impl Target {
         match self {
             Self::Cluster(_) => TerraformCluster::api_version(&()).into_owned(),
             Self::Machine(_) => TerraformMachine::api_version(&()).into_owned(),
+            Self::Pool(_) => TerraformMachinePool::api_version(&()).into_owned(),
         }
     }
 
@@ -180,6 +194,7 @@ impl Target {
         match self {
             Self::Cluster(o) => StatusDraft::Cluster(o.status.clone().unwrap_or_default()),
             Self::Machine(o) => StatusDraft::Machine(o.status.clone().unwrap_or_default()),
+            Self::Pool(o) => StatusDraft::Pool(o.status.clone().unwrap_or_default()),
         }
     }
 
@@ -188,6 +203,7 @@ impl Target {
         match self {
             Self::Cluster(o) => o.object_ref(&()),
             Self::Machine(o) => o.object_ref(&()),
+            Self::Pool(o) => o.object_ref(&()),
         }
     }
 
@@ -220,6 +236,7 @@ impl Target {
         match self {
             Self::Cluster(o) => o.labels(),
             Self::Machine(o) => o.labels(),
+            Self::Pool(o) => o.labels(),
         }
     }
 
@@ -258,6 +275,14 @@ impl Target {
                 .patch_status(&name, &pp, &patch)
                 .await
                 .map(|o| o.metadata.resource_version),
+            (Self::Pool(_), false) => Api::<TerraformMachinePool>::namespaced(client.clone(), &ns)
+                .patch(&name, &pp, &patch)
+                .await
+                .map(|o| o.metadata.resource_version),
+            (Self::Pool(_), true) => Api::<TerraformMachinePool>::namespaced(client.clone(), &ns)
+                .patch_status(&name, &pp, &patch)
+                .await
+                .map(|o| o.metadata.resource_version),
         };
         match result {
             Ok(rv) => Ok(Some(rv.unwrap_or_default())),
@@ -271,6 +296,7 @@ impl Target {
         let annotations = match self {
             Self::Cluster(o) => o.annotations(),
             Self::Machine(o) => o.annotations(),
+            Self::Pool(o) => o.annotations(),
         };
         annotations.get(key).map(String::as_str)
     }
@@ -283,6 +309,8 @@ pub enum StatusDraft {
     Cluster(TerraformClusterStatus),
     /// A TerraformMachine's status.
     Machine(TerraformMachineStatus),
+    /// A TerraformMachinePool's status.
+    Pool(TerraformMachinePoolStatus),
 }
 
 impl StatusDraft {
@@ -291,6 +319,7 @@ impl StatusDraft {
         match self {
             Self::Cluster(s) => &s.workload,
             Self::Machine(s) => &s.workload,
+            Self::Pool(s) => &s.workload,
         }
     }
 
@@ -299,6 +328,7 @@ impl StatusDraft {
         match self {
             Self::Cluster(s) => &mut s.workload,
             Self::Machine(s) => &mut s.workload,
+            Self::Pool(s) => &mut s.workload,
         }
     }
 
@@ -307,6 +337,7 @@ impl StatusDraft {
         let value = match self {
             Self::Cluster(s) => serde_json::to_value(s),
             Self::Machine(s) => serde_json::to_value(s),
+            Self::Pool(s) => serde_json::to_value(s),
         };
         value.unwrap_or(serde_json::Value::Null)
     }

@@ -1,6 +1,8 @@
 //! The controllers (spec: Architecture "Components"; INTERFACE-FACTS §4 "Controllers /
-//! concurrency"): TerraformCluster, TerraformMachine and the TerraformClusterIdentity status, each
-//! reading the shared [`crate::caches`] and woken by the triggers those caches' watches compute
+//! concurrency"): TerraformCluster, TerraformMachine, TerraformMachinePool and the
+//! TerraformClusterIdentity status, each
+//! reading the shared [`crate::caches`] (and the TerraformMachineTemplate capacity controller,
+//! [`crate::template`], with its own watch) and woken by the triggers those caches' watches compute
 //! (who wakes whom, and which changes do not, is there), plus the orphan sweep.
 
 use std::future::Future;
@@ -179,11 +181,24 @@ pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync 
         ctx.clone(),
         |o| Target::Machine(Box::new(o)),
     );
+    // Boxed, like the template controller: the pass's future is large.
+    let pool_run = Box::pin(drive(
+        controller(
+            caches.terraform_machine_pools.clone(),
+            triggers.pools,
+            ctx.settings.pool_concurrency,
+        ),
+        stop(),
+        ctx.clone(),
+        |o| Target::Pool(Box::new(o)),
+    ));
     let identity_run = crate::identity_status::run(
         ctx.clone(),
         controller(caches.identities.clone(), triggers.identities, 1),
         stop(),
     );
+    // Boxed: its Controller is a large future of its own.
+    let template_run = Box::pin(crate::template::run(ctx.clone(), stop()));
     let sweep_run = crate::sweep::run(
         ctx.client.clone(),
         ctx.settings.namespace.clone(),
@@ -191,7 +206,14 @@ pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync 
         triggers.departures,
         stop(),
     );
-    let ((), (), (), ()) = tokio::join!(tc_run, tm_run, identity_run, sweep_run);
+    let ((), (), (), (), (), ()) = tokio::join!(
+        tc_run,
+        tm_run,
+        pool_run,
+        identity_run,
+        template_run,
+        sweep_run
+    );
     watches.abort();
 }
 

@@ -5,18 +5,21 @@
 
 use std::collections::BTreeMap;
 
-use api::capi::{Cluster, ContractVersionedObjectReference, Machine};
+use api::capi::{Cluster, ContractVersionedObjectReference, Machine, MachinePool};
 use api::cluster::TerraformCluster;
 use api::constants::{annotations, labels, reasons};
 use api::machine::TerraformMachine;
+use api::machinepool::TerraformMachinePool;
 use api::workload::WorkspaceSpec;
 use contract::inputs::{
     ApiEndpointSource, BootstrapSource, ClusterHandoff, ClusterInputsSource, ClusterNetworkSource,
-    MachineInputsSource, ObjectSource,
+    MachineInputsSource, MachinePoolInputsSource, ObjectSource,
 };
 use contract::names::{ObjectKind, state_suffix};
 use contract::outputs::decode_cluster_outputs;
-use contract::render::{RenderError, RenderedInputs, render_cluster, render_machine};
+use contract::render::{
+    RenderError, RenderedInputs, render_cluster, render_machine, render_machinepool,
+};
 use contract::variables::{SourceKind, UserVariables, VariablesSource, merge_variables};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -38,6 +41,8 @@ pub struct Owner {
     pub cluster: Option<Cluster>,
     /// A machine's owning Machine.
     pub machine: Option<Machine>,
+    /// A pool's owning MachinePool.
+    pub machine_pool: Option<MachinePool>,
     /// A machine's TerraformCluster (through the Cluster's infrastructureRef).
     pub terraform_cluster: Option<TerraformCluster>,
     /// Whether the object or its Cluster is paused.
@@ -56,6 +61,7 @@ impl Owner {
             message: message.into(),
             cluster: None,
             machine: None,
+            machine_pool: None,
             terraform_cluster: None,
             paused: false,
         }
@@ -158,6 +164,29 @@ pub fn cluster_owner(caches: &Caches, tc: &TerraformCluster) -> Owner {
     owner
 }
 
+/// The owner lookup of a machine or pool whose owner is gone: `OwnerNotFound`, with its
+/// cluster's TerraformCluster by label, since an orphan's destroy keeps its cluster's defaults
+/// (`spec.defaults.jobs`).
+fn orphaned(caches: &Caches, meta: &ObjectMeta, owner_kind: &str, owner_name: &str) -> Owner {
+    let ns = meta.namespace.as_deref();
+    let mut owner = Owner::waiting(
+        OwnerCheck::Gone,
+        format!("The owning {owner_kind} {owner_name} no longer exists"),
+    );
+    owner.terraform_cluster = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::CLUSTER_NAME))
+        .and_then(|cluster| {
+            caches.terraform_clusters.find(|tc| {
+                tc.metadata.namespace.as_deref() == ns
+                    && crate::caches::tc_cluster_name(tc).as_ref() == Some(cluster)
+            })
+        })
+        .map(|tc| tc.as_ref().clone());
+    owner
+}
+
 /// The owner lookup of a TerraformMachine: its Machine (which must name it back), then the
 /// Cluster by the Machine's cluster name, then the TerraformCluster the Cluster names.
 pub fn machine_owner(caches: &Caches, tm: &TerraformMachine) -> Owner {
@@ -175,22 +204,7 @@ pub fn machine_owner(caches: &Caches, tm: &TerraformMachine) -> Owner {
         );
     };
     let Some(machine) = cached(&caches.machines, &ns, &oref.name) else {
-        let mut owner = Owner::waiting(
-            OwnerCheck::Gone,
-            format!("The owning Machine {} no longer exists", oref.name),
-        );
-        // An orphaned machine's destroy keeps its cluster's defaults (spec.defaults.jobs).
-        owner.terraform_cluster = tm
-            .labels()
-            .get(labels::CLUSTER_NAME)
-            .and_then(|cluster| {
-                caches.terraform_clusters.find(|tc| {
-                    tc.metadata.namespace.as_deref() == Some(ns.as_str())
-                        && crate::caches::tc_cluster_name(tc).as_ref() == Some(cluster)
-                })
-            })
-            .map(|tc| tc.as_ref().clone());
-        return owner;
+        return orphaned(caches, &tm.metadata, "Machine", &oref.name);
     };
     let mut owner = Owner::waiting(OwnerCheck::Ok, "");
     if let Some(message) = mismatch(
@@ -205,17 +219,24 @@ pub fn machine_owner(caches: &Caches, tm: &TerraformMachine) -> Owner {
         owner.check = OwnerCheck::Mismatch;
         owner.message = message;
     }
-    let cluster = cached(&caches.clusters, &ns, &machine.spec.cluster_name);
-    owner.paused = annotated_paused(&tm.metadata)
-        || annotated_paused(&machine.metadata)
-        || cluster.as_ref().is_some_and(cluster_paused);
+    owner.paused = annotated_paused(&tm.metadata) || annotated_paused(&machine.metadata);
+    cluster_of(caches, &ns, &machine.spec.cluster_name, &mut owner);
+    owner.machine = Some(machine);
+    owner
+}
+
+/// The owner lookup's last steps for a machine or a pool: the Cluster named `cluster_name`, then
+/// the TerraformCluster its infrastructureRef names (Machine Role and MachinePool Role "Gating").
+fn cluster_of(caches: &Caches, ns: &str, cluster_name: &str, owner: &mut Owner) {
+    let cluster = cached(&caches.clusters, ns, cluster_name);
+    owner.paused |= cluster.as_ref().is_some_and(cluster_paused);
     if owner.check == OwnerCheck::Ok {
         match &cluster {
             None => {
                 owner.check = OwnerCheck::NotYet {
                     reason: reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
                 };
-                owner.message = format!("Cluster {} does not exist yet", machine.spec.cluster_name);
+                owner.message = format!("Cluster {cluster_name} does not exist yet");
             }
             Some(c) => {
                 let infra = c.spec.infrastructure_ref.clone().unwrap_or_default();
@@ -230,16 +251,53 @@ pub fn machine_owner(caches: &Caches, tm: &TerraformMachine) -> Owner {
                     };
                     owner.message = format!(
                         "Cluster {}'s infrastructureRef is a {}, not a TerraformCluster",
-                        machine.spec.cluster_name, infra.kind
+                        cluster_name, infra.kind
                     );
                 } else {
-                    owner.terraform_cluster = cached(&caches.terraform_clusters, &ns, &infra.name);
+                    owner.terraform_cluster = cached(&caches.terraform_clusters, ns, &infra.name);
                 }
             }
         }
     }
     owner.cluster = cluster;
-    owner.machine = Some(machine);
+}
+
+/// The owner lookup of a TerraformMachinePool: its MachinePool (which must name it back in
+/// `spec.template.spec.infrastructureRef`), then the Cluster by the MachinePool's cluster name,
+/// then the TerraformCluster the Cluster names (MachinePool Role "Owner").
+pub fn pool_owner(caches: &Caches, tmp: &TerraformMachinePool) -> Owner {
+    let ns = tmp.metadata.namespace.clone().unwrap_or_default();
+    let refs = tmp.metadata.owner_references.clone().unwrap_or_default();
+    let Some(oref) = owner_ref(&refs, "MachinePool") else {
+        let reason = if refs.is_empty() {
+            reasons::WAITING_FOR_OWNER
+        } else {
+            reasons::WAITING_FOR_OWNER_MACHINE_POOL
+        };
+        return Owner::waiting(
+            OwnerCheck::NotYet { reason },
+            "Waiting for a MachinePool to own this TerraformMachinePool",
+        );
+    };
+    let Some(mp) = cached(&caches.machine_pools, &ns, &oref.name) else {
+        return orphaned(caches, &tmp.metadata, "MachinePool", &oref.name);
+    };
+    let mut owner = Owner::waiting(OwnerCheck::Ok, "");
+    if let Some(message) = mismatch(
+        &tmp.metadata,
+        "TerraformMachinePool",
+        oref,
+        "MachinePool",
+        &mp.metadata,
+        mp.spec.template.spec.infrastructure_ref.as_ref(),
+        &mp.spec.cluster_name,
+    ) {
+        owner.check = OwnerCheck::Mismatch;
+        owner.message = message;
+    }
+    owner.paused = annotated_paused(&tmp.metadata) || annotated_paused(&mp.metadata);
+    cluster_of(caches, &ns, &mp.spec.cluster_name, &mut owner);
+    owner.machine_pool = Some(mp);
     owner
 }
 
@@ -607,51 +665,16 @@ pub async fn machine_inputs(
             "The Machine or its Cluster is not there yet",
         )));
     };
-    let provisioned = cluster
-        .status
-        .as_ref()
-        .and_then(|s| s.initialization.as_ref())
-        .and_then(|i| i.infrastructure_provisioned)
-        .unwrap_or(false);
-    let Some(tc) = owner.terraform_cluster.as_ref().filter(|_| provisioned) else {
-        return Ok(Err(NotBuilt::waiting(
-            reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
-            format!(
-                "Waiting for Cluster {}'s infrastructure to be provisioned",
-                machine.spec.cluster_name
-            ),
-        )));
-    };
-    let handoff = match cluster_handoff(client, tc).await? {
-        Ok(h) => h,
-        Err(e) => return Ok(Err(e)),
-    };
-    let secret_name = machine
-        .spec
-        .bootstrap
-        .as_ref()
-        .and_then(|b| b.data_secret_name.clone())
-        .filter(|n| !n.is_empty());
-    let Some(secret_name) = secret_name else {
-        return Ok(Err(NotBuilt::waiting(
-            reasons::WAITING_FOR_BOOTSTRAP_DATA,
-            "The Machine has no bootstrap dataSecretName yet",
-        )));
-    };
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let Some(bootstrap) = get_opt(&secrets, &secret_name).await? else {
-        return Ok(Err(NotBuilt::waiting(
-            reasons::WAITING_FOR_BOOTSTRAP_DATA,
-            format!("The bootstrap data Secret {secret_name} does not exist yet"),
-        )));
-    };
-    let data = bootstrap.data.unwrap_or_default();
-    let Some(value) = data.get("value") else {
-        return Ok(Err(NotBuilt::waiting(
-            reasons::WAITING_FOR_BOOTSTRAP_DATA,
-            format!("The bootstrap data Secret {secret_name} has no value key yet"),
-        )));
-    };
+    let handoff =
+        match provisioned_handoff(client, owner, cluster, &machine.spec.cluster_name).await? {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(e)),
+        };
+    let bootstrap =
+        match read_bootstrap(client, &ns, machine.spec.bootstrap.as_ref(), "Machine").await? {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
     let variables = match user_variables(
         client,
         caches,
@@ -672,14 +695,127 @@ pub async fn machine_inputs(
     let source = MachineInputsSource {
         object: object_source(&tm.metadata, &machine.spec.cluster_name),
         machine_name: machine.metadata.name.clone().unwrap_or_default(),
-        bootstrap: BootstrapSource {
-            value: value.0.clone(),
-            format: data.get("format").map(|f| f.0.clone()),
-        },
+        bootstrap,
         failure_domain: machine.spec.failure_domain.clone(),
         version: machine.spec.version.clone(),
         control_plane,
         cluster: handoff,
     };
     Ok(render_machine(&source, &variables, &tm.spec.workspace.source.image).map_err(from_render))
+}
+
+/// The owning TerraformCluster's handoff once the Cluster's infrastructure is provisioned
+/// (Machine Role and MachinePool Role "Gating").
+async fn provisioned_handoff(
+    client: &kube::Client,
+    owner: &Owner,
+    cluster: &Cluster,
+    cluster_name: &str,
+) -> kube::Result<Result<ClusterHandoff, NotBuilt>> {
+    let provisioned = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(|i| i.infrastructure_provisioned)
+        .unwrap_or(false);
+    let Some(tc) = owner.terraform_cluster.as_ref().filter(|_| provisioned) else {
+        return Ok(Err(NotBuilt::waiting(
+            reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
+            format!("Waiting for Cluster {cluster_name}'s infrastructure to be provisioned"),
+        )));
+    };
+    cluster_handoff(client, tc).await
+}
+
+/// The bootstrap data the owner's `bootstrap.dataSecretName` names, read from the API server;
+/// `WaitingForBootstrapData` until it is there with a `value` (the message names the Secret, never
+/// a value).
+async fn read_bootstrap(
+    client: &kube::Client,
+    ns: &str,
+    bootstrap: Option<&api::capi::Bootstrap>,
+    owner_kind: &str,
+) -> kube::Result<Result<BootstrapSource, NotBuilt>> {
+    let secret_name = bootstrap
+        .and_then(|b| b.data_secret_name.clone())
+        .filter(|n| !n.is_empty());
+    let Some(secret_name) = secret_name else {
+        return Ok(Err(NotBuilt::waiting(
+            reasons::WAITING_FOR_BOOTSTRAP_DATA,
+            format!("The {owner_kind} has no bootstrap dataSecretName yet"),
+        )));
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let Some(secret) = get_opt(&secrets, &secret_name).await? else {
+        return Ok(Err(NotBuilt::waiting(
+            reasons::WAITING_FOR_BOOTSTRAP_DATA,
+            format!("The bootstrap data Secret {secret_name} does not exist yet"),
+        )));
+    };
+    let data = secret.data.unwrap_or_default();
+    let Some(value) = data.get("value") else {
+        return Ok(Err(NotBuilt::waiting(
+            reasons::WAITING_FOR_BOOTSTRAP_DATA,
+            format!("The bootstrap data Secret {secret_name} has no value key yet"),
+        )));
+    };
+    Ok(Ok(BootstrapSource {
+        value: value.0.clone(),
+        format: data.get("format").map(|f| f.0.clone()),
+    }))
+}
+
+/// Builds and renders a TerraformMachinePool's inputs from its MachinePool (MachinePool Role
+/// "Inputs"): the desired count from `spec.replicas`, or under the autoscaler annotations the
+/// observed `status.replicas` within `[min, max]`; `node_labels` from the MachinePool template's
+/// labels; gated like a machine on the cluster's infrastructure, its exports and the bootstrap
+/// data.
+pub async fn pool_inputs(
+    client: &kube::Client,
+    caches: &Caches,
+    tmp: &TerraformMachinePool,
+    owner: &Owner,
+) -> kube::Result<Result<RenderedInputs, NotBuilt>> {
+    let ns = tmp.metadata.namespace.clone().unwrap_or_default();
+    let (Some(mp), Some(cluster)) = (&owner.machine_pool, &owner.cluster) else {
+        return Ok(Err(NotBuilt::waiting(
+            reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
+            "The MachinePool or its Cluster is not there yet",
+        )));
+    };
+    let handoff = match provisioned_handoff(client, owner, cluster, &mp.spec.cluster_name).await? {
+        Ok(h) => h,
+        Err(e) => return Ok(Err(e)),
+    };
+    let bootstrap = mp.spec.template.spec.bootstrap.as_ref();
+    let bootstrap = match read_bootstrap(client, &ns, bootstrap, "MachinePool").await? {
+        Ok(b) => b,
+        Err(e) => return Ok(Err(e)),
+    };
+    let kind = ObjectKind::MachinePool;
+    let workspace = &tmp.spec.workspace;
+    let variables = match user_variables(client, caches, &tmp.metadata, kind, workspace).await? {
+        Ok(v) => v,
+        Err(e) => return Ok(Err(e)),
+    };
+    let annotation = |k: &str| mp.annotations().get(k).cloned();
+    let source = MachinePoolInputsSource {
+        object: object_source(&tmp.metadata, &mp.spec.cluster_name),
+        machinepool_name: mp.metadata.name.clone().unwrap_or_default(),
+        spec_replicas: mp.spec.replicas,
+        status_replicas: tmp.status.as_ref().and_then(|s| s.replicas),
+        autoscaler_min_size: annotation(annotations::AUTOSCALER_MIN_SIZE),
+        autoscaler_max_size: annotation(annotations::AUTOSCALER_MAX_SIZE),
+        bootstrap,
+        failure_domains: mp.spec.failure_domains.clone(),
+        version: mp.spec.template.spec.version.clone(),
+        node_labels: mp
+            .spec
+            .template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.clone()),
+        cluster: handoff,
+    };
+    Ok(render_machinepool(&source, &variables, &workspace.source.image).map_err(from_render))
 }

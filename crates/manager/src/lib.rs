@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod observe;
 pub mod outputs;
 pub mod patch;
+pub mod pool;
 pub mod reconcile;
 pub mod remediation;
 pub mod report;
@@ -39,6 +40,7 @@ pub mod runner_rbac;
 pub mod state;
 pub mod status;
 pub mod sweep;
+pub mod template;
 pub mod workload;
 
 pub use context::{Context, Settings};

@@ -92,6 +92,12 @@ struct Cli {
     /// Parallel TerraformMachine reconciles.
     #[arg(long, default_value_t = 10)]
     terraformmachine_concurrency: u16,
+    /// Parallel TerraformMachineTemplate reconciles.
+    #[arg(long, default_value_t = 10)]
+    terraformmachinetemplate_concurrency: u16,
+    /// Parallel TerraformMachinePool reconciles.
+    #[arg(long, default_value_t = 10)]
+    terraformmachinepool_concurrency: u16,
     /// Reconcile only while holding the leader Lease.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     leader_elect: bool,
@@ -199,6 +205,8 @@ async fn main() -> anyhow::Result<()> {
         sync_period: cli.sync_period,
         cluster_concurrency: cli.terraformcluster_concurrency,
         machine_concurrency: cli.terraformmachine_concurrency,
+        template_concurrency: cli.terraformmachinetemplate_concurrency,
+        pool_concurrency: cli.terraformmachinepool_concurrency,
         instance: instance.clone(),
     };
     let metrics = Metrics::new();

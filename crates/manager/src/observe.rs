@@ -22,6 +22,7 @@ use contract::render::RenderedInputs;
 use contract::state::StateSummary;
 
 use crate::bookkeeping::{self, Books};
+use crate::context::Target;
 use crate::decide::{
     self, Approvals, Config, Drift, Gates, HealthReading, Inputs, JobOutcome, JobRecord, LastTimes,
     Leases, Observed, OwnerCheck, StateRead,
@@ -127,6 +128,12 @@ pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
         .as_ref()
         .and_then(|c| c.metadata.name.clone())
         .or_else(|| owner.machine.as_ref().map(|m| m.spec.cluster_name.clone()))
+        .or_else(|| {
+            owner
+                .machine_pool
+                .as_ref()
+                .map(|m| m.spec.cluster_name.clone())
+        })
         .or_else(|| p.target.cluster_label())
         .or_else(|| {
             p.target
@@ -186,6 +193,19 @@ pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
     }
     current_inputs(p, &mut o).await?;
     apply_outputs(p, &mut o).await?;
+    if let Target::Pool(_) = p.target
+        && o.owner.check == OwnerCheck::Ok
+        && !p.target.deleting()
+    {
+        crate::pool::sync(
+            &p.ctx.client,
+            &o.owner,
+            &p.facts,
+            &mut p.findings,
+            &mut p.outbox,
+        )
+        .await?;
+    }
     source_status(p, &o);
     default_conditions(p, o.credentials_checked);
     dependents(p, &mut o).await?;
@@ -196,7 +216,10 @@ pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
 fn preamble_conditions(p: &mut Pass<'_>, owner: &Owner) {
     let (status, reason) = match owner.check {
         OwnerCheck::Ok => (None, ""),
-        OwnerCheck::NotYet { reason } if reason == reasons::WAITING_FOR_OWNER_MACHINE => {
+        OwnerCheck::NotYet { reason }
+            if reason == reasons::WAITING_FOR_OWNER_MACHINE
+                || reason == reasons::WAITING_FOR_OWNER_MACHINE_POOL =>
+        {
             (Some(ConditionStatus::False), reason)
         }
         OwnerCheck::NotYet { reason } => (Some(ConditionStatus::Unknown), reason),
@@ -723,6 +746,10 @@ pub fn observed(p: &Pass<'_>, o: &Observation) -> Observed {
         dependents: o.dependents,
         restore: o.restore.clone(),
         health_check_interval: workload::health_check_interval(p.target),
+        membership_refresh: match p.target {
+            Target::Pool(tmp) => Some(crate::pool::membership_refresh(tmp, &status, o.health)),
+            _ => None,
+        },
         now: p.now,
     }
 }

@@ -36,7 +36,12 @@ pub struct Applied {
     pub spec_patch: Option<serde_json::Value>,
 }
 
-fn set_verdict(conds: &mut Findings, verdict: &OutputsVerdict, ctx: &Context, kind: &str) {
+pub(crate) fn set_verdict(
+    conds: &mut Findings,
+    verdict: &OutputsVerdict,
+    ctx: &Context,
+    kind: &str,
+) {
     let status = verdict.status();
     let reason = verdict.reason();
     if status == ConditionStatus::False
@@ -52,14 +57,19 @@ fn set_verdict(conds: &mut Findings, verdict: &OutputsVerdict, ctx: &Context, ki
     );
 }
 
-fn latch(facts: &mut StatusFacts, now_provisioned: bool, outbox: &mut Outbox, kind: &str) {
+pub(crate) fn latch(
+    facts: &mut StatusFacts,
+    now_provisioned: bool,
+    outbox: &mut Outbox,
+    kind: &str,
+) {
     if now_provisioned && !facts.provisioned() {
         facts.record(Fact::Provisioned);
         outbox.normal(events::PROVISIONED, format!("{kind} is provisioned"));
     }
 }
 
-fn set_health(conds: &mut Findings, h: &HealthCondition) {
+pub(crate) fn set_health(conds: &mut Findings, h: &HealthCondition) {
     conds.set(
         ctype::INFRASTRUCTURE_HEALTHY,
         h.status,
@@ -108,6 +118,7 @@ pub fn apply(
             conds,
             outbox,
         ),
+        Target::Pool(tmp) => crate::pool::outputs(ctx, tmp, summary, applied, facts, conds, outbox),
     }
 }
 
@@ -183,7 +194,7 @@ fn cluster(
         .filter(|v| !v.is_empty());
         let shown = match facts.status() {
             StatusDraft::Cluster(s) => s.failure_domains,
-            StatusDraft::Machine(_) => None,
+            StatusDraft::Machine(_) | StatusDraft::Pool(_) => None,
         };
         if shown != new {
             if shown.is_some() || new.is_some() {
@@ -342,7 +353,7 @@ fn machine(
 }
 
 /// A health reading as `decide` sees it.
-fn reading_of(state: Option<HealthState>) -> HealthReading {
+pub(crate) fn reading_of(state: Option<HealthState>) -> HealthReading {
     match state {
         None | Some(HealthState::Unknown) => HealthReading::Unknown,
         Some(HealthState::Pending) => HealthReading::Pending,

@@ -1,4 +1,4 @@
-//! One reconcile pass of a TerraformCluster or TerraformMachine (spec: The Reconcile Lifecycle,
+//! One reconcile pass of a TerraformCluster, TerraformMachine or TerraformMachinePool (spec: The Reconcile Lifecycle,
 //! "One pass, one status patch", "One pass, visually"; ENGINEERING.md §4), in four steps:
 //!
 //! 1. Observe ([`crate::observe`], with [`crate::bookkeeping`]): the preamble, the finished
@@ -142,7 +142,8 @@ pub async fn reconcile(target: Target, ctx: &Context) -> Result<Action, Error> {
     let started = Instant::now();
     let controller = match target.kind() {
         ObjectKind::Cluster => "terraformcluster",
-        _ => "terraformmachine",
+        ObjectKind::Machine => "terraformmachine",
+        ObjectKind::MachinePool => "terraformmachinepool",
     };
     let result = match Box::pin(pass(&target, ctx)).await {
         // The object changed since the cache showed it: its newer version is reconciled next.

@@ -177,7 +177,7 @@ fn stale_subjects(caches: &Caches, binding: &RoleBinding, ns: &str, sa: &str) ->
         .collect()
 }
 
-/// Whether a running Job of `ns`, or a TerraformCluster or TerraformMachine there (by its merged
+/// Whether a running Job of `ns`, or a TerraformCluster, TerraformMachine or TerraformMachinePool there (by its merged
 /// Job policy), runs as ServiceAccount `sa`.
 fn still_needed(caches: &Caches, ns: &str, sa: &str) -> bool {
     let runs_as = |j: &k8s_openapi::api::batch::v1::Job| {
@@ -211,6 +211,12 @@ fn still_needed(caches: &Caches, ns: &str, sa: &str) -> bool {
             .iter()
             .filter(|tm| in_ns(&tm.metadata))
             .any(|tm| needs(Target::Machine(Box::new(tm.as_ref().clone()))))
+        || caches
+            .terraform_machine_pools
+            .state()
+            .iter()
+            .filter(|tmp| in_ns(&tmp.metadata))
+            .any(|tmp| needs(Target::Pool(Box::new(tmp.as_ref().clone()))))
 }
 
 /// The RoleBinding with `sa` among its subjects and the `stale` ones gone; `Ok(Err(_))` when an

@@ -69,6 +69,13 @@ pub enum Fact {
     },
     /// A TerraformMachine's consecutive unhealthy samples (`status.unhealthySamples`).
     UnhealthySamples(i32),
+    /// A pool's valid outputs (MachinePool Role "Outputs").
+    PoolOutputs {
+        /// `status.replicas`, when the outputs give it (an explicit 0 included).
+        replicas: Option<i32>,
+        /// `status.instances`, capped; `None` when the outputs list none.
+        instances: Option<Vec<api::status::MachinePoolInstance>>,
+    },
     /// A refresh or drift check sampled a pending health reading.
     HealthPending,
     /// A health reading that is not pending.
@@ -121,7 +128,7 @@ impl StatusFacts {
     pub fn plan(&self) -> Option<PlanPreview> {
         match self.status() {
             StatusDraft::Cluster(cs) => cs.plan,
-            StatusDraft::Machine(_) => None,
+            StatusDraft::Machine(_) | StatusDraft::Pool(_) => None,
         }
     }
 }
@@ -171,6 +178,22 @@ fn apply(status: &mut StatusDraft, fact: &Fact) {
             s.workload_mut().initialization = Some(Initialization {
                 provisioned: Some(true),
             });
+            // Cluster API v1.14 still reads a pool's `status.ready`, latched with it.
+            if let StatusDraft::Pool(ps) = s {
+                ps.ready = true;
+            }
+        }
+        (
+            Fact::PoolOutputs {
+                replicas,
+                instances,
+            },
+            StatusDraft::Pool(ps),
+        ) => {
+            if replicas.is_some() {
+                ps.replicas = *replicas;
+            }
+            ps.instances = instances.clone().filter(|l| !l.is_empty());
         }
         (Fact::FailureDomains(fds), StatusDraft::Cluster(cs)) => {
             cs.failure_domains.clone_from(fds);

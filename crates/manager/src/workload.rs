@@ -1,16 +1,17 @@
 //! What differs between the workload kinds that share the reconcile core (spec: The Kinds, The
-//! Reconcile Lifecycle "After the shared flow", Cluster Role, Machine Role; ENGINEERING.md §4):
-//! one [`Workload`] trait, implemented by TerraformCluster and TerraformMachine, for the kind
+//! Reconcile Lifecycle "After the shared flow", Cluster Role, Machine Role, MachinePool Role;
+//! ENGINEERING.md §4): one [`Workload`] trait, implemented by TerraformCluster, TerraformMachine
+//! and TerraformMachinePool, for the kind
 //! code, the owner lookup and gates, which cluster defaults apply, mutability, the drift and
 //! apply policies, how inputs are gathered, what a deleting object waits for and what `Ready`
-//! summarises. The pass reaches the implementation through [`Target`] and the one macro below:
-//! adding TerraformMachinePool means implementing the trait and adding its arm there.
+//! summarises. The pass reaches the implementation through [`Target`] and the one macro below.
 
 use std::time::Duration;
 
 use api::cluster::TerraformCluster;
 use api::constants::{conditions as ctype, labels};
 use api::machine::TerraformMachine;
+use api::machinepool::TerraformMachinePool;
 use api::shared::{ApplyPolicy, DriftAction, JobPolicy};
 use api::workload::WorkspaceSpec;
 use contract::names::ObjectKind;
@@ -31,6 +32,7 @@ macro_rules! each_workload {
         match $target {
             Target::Cluster($o) => $body,
             Target::Machine($o) => $body,
+            Target::Pool($o) => $body,
         }
     };
 }
@@ -197,12 +199,58 @@ impl Workload for TerraformMachine {
     }
 }
 
+impl Workload for TerraformMachinePool {
+    const KIND: ObjectKind = ObjectKind::MachinePool;
+    const MUTABLE: bool = true;
+
+    fn workspace(&self) -> &WorkspaceSpec {
+        &self.spec.workspace
+    }
+
+    fn owner(&self, caches: &Caches) -> Owner {
+        inputs::pool_owner(caches, self)
+    }
+
+    fn defaults(&self, owner: &Owner) -> Option<TerraformCluster> {
+        owner.terraform_cluster.clone()
+    }
+
+    fn drift_action(&self) -> DriftAction {
+        self.spec
+            .drift
+            .as_ref()
+            .and_then(|d| d.action)
+            .unwrap_or_default()
+    }
+
+    /// A pool's drift cannot be turned off: 0 at either level falls through to the manager
+    /// default (Machine Pools "Drift"), which `None` stands for.
+    fn drift_interval(&self, defaults: Option<&TerraformCluster>) -> Option<Duration> {
+        let own = self.spec.drift.as_ref().and_then(|d| d.interval_seconds);
+        let inherited = defaults
+            .and_then(|tc| tc.spec.defaults.as_ref())
+            .and_then(|d| d.drift.as_ref())
+            .and_then(|d| d.interval_seconds);
+        seconds(own.filter(|s| *s > 0).or(inherited.filter(|s| *s > 0)))
+    }
+
+    async fn inputs(
+        &self,
+        client: &kube::Client,
+        caches: &Caches,
+        owner: &Owner,
+        _durable: &Durable,
+    ) -> kube::Result<Result<RenderedInputs, NotBuilt>> {
+        inputs::pool_inputs(client, caches, self, owner).await
+    }
+}
+
 /// Whether the kind's inputs follow its spec after the first apply.
 pub fn mutable(kind: ObjectKind) -> bool {
     match kind {
         ObjectKind::Cluster => TerraformCluster::MUTABLE,
         ObjectKind::Machine => TerraformMachine::MUTABLE,
-        ObjectKind::MachinePool => true,
+        ObjectKind::MachinePool => TerraformMachinePool::MUTABLE,
     }
 }
 
@@ -241,6 +289,7 @@ pub fn ready_inputs(target: &Target, provisioned: bool) -> &'static [&'static st
     match target {
         Target::Cluster(_) => TerraformCluster::ready_inputs(provisioned),
         Target::Machine(_) => TerraformMachine::ready_inputs(provisioned),
+        Target::Pool(_) => TerraformMachinePool::ready_inputs(provisioned),
     }
 }
 

@@ -168,21 +168,27 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
     let want = table(&[
         (
             infra,
-            &["terraformclusters", "terraformmachines"],
+            &[
+                "terraformclusters",
+                "terraformmachines",
+                "terraformmachinepools",
+            ],
             &["get", "list", "watch", "patch"],
         ),
-        (infra, &["terraformmachinepools"], &["list", "watch"]),
         (
             infra,
             &["terraformclusteridentities"],
             &["get", "list", "watch"],
         ),
+        (infra, &["terraformmachinetemplates"], &["list", "watch"]),
         (
             infra,
             &[
                 "terraformclusters/status",
                 "terraformmachines/status",
+                "terraformmachinepools/status",
                 "terraformclusteridentities/status",
+                "terraformmachinetemplates/status",
             ],
             &["patch"],
         ),
@@ -191,6 +197,7 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
             &[
                 "terraformclusters/finalizers",
                 "terraformmachines/finalizers",
+                "terraformmachinepools/finalizers",
             ],
             &["update"],
         ),
@@ -202,6 +209,11 @@ fn the_manager_cluster_role_grants_only_what_the_manager_uses() {
         (
             &["cluster.x-k8s.io"],
             &["machines"],
+            &["get", "list", "watch", "patch"],
+        ),
+        (
+            &["cluster.x-k8s.io"],
+            &["machinepools"],
             &["get", "list", "watch", "patch"],
         ),
         (

@@ -26,6 +26,7 @@ pub mod net;
 pub mod podnet;
 pub mod rbac;
 pub mod registry;
+pub mod registry_auth;
 pub mod shim;
 pub mod testbin;
 

@@ -1,5 +1,6 @@
 //! An OCI registry on loopback: `crane registry serve` (go-containerregistry, built from source
-//! by `hack/testbin.sh`) with its blobs on disk, plain HTTP, no authentication.
+//! by `hack/testbin.sh`) with its blobs on disk, plain HTTP, no authentication; put a
+//! [`crate::registry_auth::AuthProxy`] in front of it for a private one.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

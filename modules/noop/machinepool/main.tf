@@ -1,9 +1,15 @@
 # No-op machinepool module: implements the v1alpha1 machinepool role and creates nothing.
 
 locals {
+  # The group's desired capacity. With autoscaling enabled the group owns its count: a real module
+  # reads it back from the cloud; this one stands in for the cloud's autoscaler with
+  # noop_autoscaled_replicas when set (any value, even outside [min, max], as a cloud may report).
+  desired = var.autoscaling.enabled && var.noop_autoscaled_replicas != null ? var.noop_autoscaled_replicas : var.replicas
+
   # One made-up member per desired replica, in no particular order: provider_id_list sorts them
   # in its own expression.
-  raw_ids = [for i in range(var.replicas) : "noop:///${var.captf_object.namespace}/${var.captf_object.name}/${i}"]
+  members = { for i in range(local.desired) : "noop:///${var.captf_object.namespace}/${var.captf_object.name}/${i}" => "noop-${var.captf_object.name}-${i}" }
+  raw_ids = keys(local.members)
 }
 
 # Stands in for the scaling group and its launch configuration.
@@ -22,5 +28,6 @@ resource "terraform_data" "group" {
     kubernetes_version      = var.kubernetes_version
     autoscaling             = var.autoscaling
     replicas                = var.replicas
+    desired                 = local.desired
   }
 }

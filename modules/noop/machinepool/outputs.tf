@@ -10,11 +10,11 @@ output "provider_id_list" {
 }
 
 output "replicas" {
-  value = var.replicas
+  value = local.desired
 }
 
 output "instances" {
-  value = [for id in sort(local.raw_ids) : { provider_id = id, state = "running" }]
+  value = [for id in sort(local.raw_ids) : { provider_id = id, instance_id = local.members[id], state = "running" }]
 }
 
 output "health" {

@@ -73,3 +73,10 @@ variable "autoscaling" {
     max     = number
   })
 }
+
+# Not part of the contract: the desired capacity the no-op "cloud autoscaler" reports while
+# autoscaling is enabled (set through spec.variables); unset, the group keeps var.replicas.
+variable "noop_autoscaled_replicas" {
+  type    = number
+  default = null
+}

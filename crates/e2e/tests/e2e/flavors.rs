@@ -1,8 +1,7 @@
 //! Every flavor under `templates/`, rendered by clusterctl, is accepted by the API server with
 //! Cluster API's and CAPTF's admission webhooks (a server-side dry run; ClusterClass noop itself is
 //! applied for real, since the ClusterClass flavor's Cluster must find it). This covers the
-//! MachinePool flavor too, which no controller brings up yet (CAPTF has no TerraformMachinePool
-//! controller).
+//! MachinePool flavor too (brought up for real in the pools test).
 
 use e2e::clusterctl::template;
 use e2e::quickstart;

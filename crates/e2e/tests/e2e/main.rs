@@ -12,6 +12,7 @@ mod control_plane_initialized;
 mod flavors;
 mod move_;
 mod pause;
+mod pools;
 mod quickstart;
 mod workers;
 

@@ -53,8 +53,7 @@ pub enum ApplyReason {
     DriftRemediation,
 }
 
-/// Why a refresh is due (the refresh schedule). A pool's convergence and membership refreshes
-/// come with the pool issue.
+/// Why a refresh is due (the refresh schedule).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefreshReason {
     /// A successful apply not yet followed by a refresh (machine).
@@ -63,6 +62,8 @@ pub enum RefreshReason {
     HealthPending,
     /// A machine's `remediation.healthCheckIntervalSeconds` elapsed (with `annotateMachine`).
     HealthCheck,
+    /// A pool's membership refresh (30 s while unconverged or pending, else its interval).
+    Membership,
 }
 
 /// Why a Job starts.
@@ -229,13 +230,12 @@ pub enum Decision {
 ///    newest apply failed (not blocked / plan-changed / remediation); drift to remediate under
 ///    the failure cap. Under `applyPolicy: Manual` every one but the first apply goes through a
 ///    plan and its approval; under Automatic a blocked hash waits for its destructive approval;
-/// 9. the schedule, first due wins: post-apply refresh, pending health, drift; else requeue at
-///    the soonest.
+/// 9. the schedule, first due wins: post-apply refresh, pending health, a pool's membership
+///    refresh, drift; else requeue at the soonest.
 ///
 /// A restore (`captf.io/restore-state`) comes right after the deletion branch: it beats every
 /// apply, refresh and drift check, and needs no readable state (it is how a lost or damaged
-/// state is put back). A pool's membership refreshes are
-/// not decided here yet: they come with the pool feature.
+/// state is put back).
 ///
 /// Every Job start passes the gates (the dependency gate only for an apply or plan), the retry
 /// backoff (failed Jobs only), the run lease and the cluster operation gate, any of which turns
@@ -581,6 +581,13 @@ fn scheduled(o: &Observed, cfg: &Config, state_hash: &str) -> Decision {
             every(interval),
             Operation::Refresh,
             StartReason::Refresh(RefreshReason::HealthCheck),
+        ));
+    }
+    if let Some(interval) = o.membership_refresh {
+        candidates.push((
+            every(interval),
+            Operation::Refresh,
+            StartReason::Refresh(RefreshReason::Membership),
         ));
     }
     let drift_since = [o.last.apply, o.last.drift_check]

@@ -319,6 +319,10 @@ pub struct Observed {
     /// A TerraformMachine with `spec.remediation.annotateMachine`: its
     /// `healthCheckIntervalSeconds`, a refresh cadence of its own (Machine Remediation).
     pub health_check_interval: Option<Duration>,
+    /// A pool's next membership refresh interval (MachinePool Role "Membership refresh"): 30 s
+    /// while unconverged or pending, else `spec.membershipRefreshIntervalSeconds`; `None` for
+    /// the other kinds.
+    pub membership_refresh: Option<Duration>,
     /// The time of this pass.
     pub now: SystemTime,
 }
@@ -365,6 +369,7 @@ impl Observed {
             dependents: 0,
             restore: None,
             health_check_interval: None,
+            membership_refresh: None,
             now,
         }
     }

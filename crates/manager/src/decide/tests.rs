@@ -680,6 +680,37 @@ fn pending_health_refresh_backs_off_to_five_minutes() {
     assert_eq!(start.tick, Some((NOW_SECS - 331).to_string()));
 }
 
+/// A pool refreshes its membership at the interval Observe gives it (30 s while unconverged),
+/// counted from its last apply or refresh; the other kinds have none.
+#[test]
+fn a_pool_refreshes_its_membership_on_its_interval() {
+    let mut o = Observed {
+        kind: ObjectKind::MachinePool,
+        membership_refresh: Some(Duration::from_secs(30)),
+        ..mk_observed()
+    };
+    o.last.refresh = Some(ago(20));
+    let Decision::Nothing {
+        requeue_after: Some(after),
+    } = decide(&o, &cfg())
+    else {
+        panic!("expected a requeue");
+    };
+    assert!(after <= Duration::from_secs(14), "{after:?}");
+    o.last.refresh = Some(ago(40));
+    let d = decide(&o, &cfg());
+    let start = started(&d);
+    assert_eq!(
+        (start.operation, start.reason),
+        (
+            Operation::Refresh,
+            StartReason::Refresh(RefreshReason::Membership)
+        )
+    );
+    o.membership_refresh = Some(Duration::from_secs(60));
+    assert!(matches!(decide(&o, &cfg()), Decision::Nothing { .. }));
+}
+
 #[test]
 fn drift_check_is_due_one_interval_after_the_last_apply() {
     let mut o = mk_observed();

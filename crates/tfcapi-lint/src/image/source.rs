@@ -4,6 +4,8 @@
 //! files, never in the working directory.
 
 use super::auth;
+// Whether a registry host is loopback (plain HTTP by default, as crane does).
+use contract::image_ref::is_loopback_registry as is_loopback;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -160,15 +162,6 @@ pub struct Blob {
     /// The open file.
     pub file: File,
     _temp: Option<tempfile::TempPath>,
-}
-
-/// Whether a registry host is loopback (plain HTTP by default, as crane does).
-fn is_loopback(registry: &str) -> bool {
-    let host = registry
-        .strip_prefix('[')
-        .and_then(|r| r.split(']').next())
-        .unwrap_or_else(|| registry.split(':').next().unwrap_or(registry));
-    matches!(host, "localhost" | "127.0.0.1" | "::1") || host.ends_with(".localhost")
 }
 
 impl Source {
