@@ -309,6 +309,160 @@ impl HealthCondition {
     }
 }
 
+/// The beginning of the `InfrastructureHealthy` message of a refresh that failed because the
+/// instance is gone; the rest is the runner's failure summary.
+pub const REFRESH_GONE_MESSAGE: &str = "The instance is gone: its refresh failed";
+
+/// The step that reads every resource of the state again (`apply -refresh-only`), as the result
+/// document names it.
+pub const REFRESH_STEP: &str = "apply-refresh-only";
+
+/// The phrasings, lower-case, with which providers and the runtime say that the object a read
+/// asked for does not exist (for example AWS `InvalidInstanceID.NotFound ... does not exist`,
+/// Google `Error 404 ... was not found, notFound`, Azure `ResourceNotFound`, a read's
+/// `couldn't find resource`, the runtime's `Unable to find remote state`).
+pub const GONE_PHRASES: [&str; 6] = [
+    "not found",
+    "notfound",
+    "does not exist",
+    "no longer exists",
+    "couldn't find",
+    "unable to find",
+];
+
+/// Whether a failed refresh or drift run failed because the instance it reads is gone (Common
+/// "Out-of-band termination", Machine Remediation "Terminated instances"): the run stopped in
+/// its refresh step ([`REFRESH_STEP`], the step that reads every resource) and the runner's
+/// summary of that step's `Error:` lines carries one of [`GONE_PHRASES`], in any case. Any
+/// other failure (an earlier step, a plan that cannot be made after a good refresh, credentials,
+/// throttling, a network error, a run without a summary) is an ordinary failed check.
+pub fn refresh_failed_because_gone(error: &crate::result::ErrorDoc) -> bool {
+    if error.kind != crate::result::ErrorKind::Step || error.step.as_deref() != Some(REFRESH_STEP) {
+        return false;
+    }
+    let Some(summary) = error.summary.as_deref() else {
+        return false;
+    };
+    let summary = summary.to_lowercase();
+    GONE_PHRASES.iter().any(|phrase| summary.contains(phrase))
+}
+
+impl HealthCondition {
+    /// `False/InstanceTerminated` for a refresh that failed because the instance is gone, with
+    /// the runner's `summary` when there is one.
+    pub fn refresh_gone(summary: Option<&str>) -> Self {
+        let mut message = REFRESH_GONE_MESSAGE.to_owned();
+        if let Some(s) = summary.filter(|s| !s.is_empty()) {
+            message.push_str(": ");
+            message.push_str(s);
+        }
+        Self {
+            status: ConditionStatus::False,
+            reason: HealthReason::InstanceTerminated,
+            message: truncate_message(message),
+        }
+    }
+
+    /// Whether a condition reading `reason` with `message` is [`Self::refresh_gone`]'s: such a
+    /// reading stands, since the state still holds the instance's last outputs, until a new
+    /// sample replaces it.
+    pub fn is_refresh_gone(reason: &str, message: &str) -> bool {
+        reason == HealthReason::InstanceTerminated.as_str()
+            && message.starts_with(REFRESH_GONE_MESSAGE)
+    }
+}
+
+#[cfg(test)]
+mod gone_tests {
+    use super::*;
+    use crate::result::{ErrorDoc, ErrorKind};
+
+    fn failed(kind: ErrorKind, step: Option<&str>, summary: Option<&str>) -> ErrorDoc {
+        ErrorDoc {
+            kind,
+            step: step.map(str::to_owned),
+            summary: summary.map(str::to_owned),
+            exit_code: Some(1),
+        }
+    }
+
+    #[test]
+    fn a_refresh_that_cannot_find_the_instance_reads_gone() {
+        for summary in [
+            "Error: reading EC2 Instance (i-0abc): InvalidInstanceID.NotFound: The instance ID 'i-0abc' does not exist",
+            "Error: Error reading Instance: googleapi: Error 404: The resource 'projects/p/zones/z/instances/m' was not found, notFound",
+            "Error: retrieving Virtual Machine: ResourceNotFound",
+            "Error: reading Droplet (123): couldn't find resource",
+            "Error: Unable to find remote state",
+            "Error: server 42 no longer exists",
+        ] {
+            let e = failed(ErrorKind::Step, Some(REFRESH_STEP), Some(summary));
+            assert!(refresh_failed_because_gone(&e), "{summary}");
+        }
+    }
+
+    #[test]
+    fn any_other_failure_is_an_ordinary_failed_check() {
+        let gone = Some("Error: InvalidInstanceID.NotFound");
+        // Another step: a provider that is not found at init, a plan after a good refresh.
+        for step in [Some("init"), Some("plan"), Some("show-json"), None] {
+            assert!(!refresh_failed_because_gone(&failed(
+                ErrorKind::Step,
+                step,
+                gone
+            )));
+        }
+        // Not a step failure.
+        for kind in [ErrorKind::Interrupted, ErrorKind::ImageLayout] {
+            assert!(!refresh_failed_because_gone(&failed(
+                kind,
+                Some(REFRESH_STEP),
+                gone
+            )));
+        }
+        // The refresh step, for any other reason, or without a summary.
+        for summary in [
+            Some("Error: UnauthorizedOperation: You are not authorized to perform this operation"),
+            Some("Error: RequestLimitExceeded: Request limit exceeded"),
+            Some("Error: dial tcp: lookup ec2.example: no such host"),
+            Some("step apply-refresh-only exited 1; see the Job's logs"),
+            None,
+        ] {
+            let e = failed(ErrorKind::Step, Some(REFRESH_STEP), summary);
+            assert!(!refresh_failed_because_gone(&e), "{summary:?}");
+        }
+    }
+
+    #[test]
+    fn the_gone_reading_is_terminated_and_recognised_as_its_own() {
+        let c = HealthCondition::refresh_gone(Some("Error: Unable to find remote state"));
+        assert_eq!(c.status, ConditionStatus::False);
+        assert_eq!(c.reason, HealthReason::InstanceTerminated);
+        assert_eq!(
+            c.message,
+            "The instance is gone: its refresh failed: Error: Unable to find remote state"
+        );
+        assert!(HealthCondition::is_refresh_gone(
+            c.reason.as_str(),
+            &c.message
+        ));
+        assert_eq!(
+            HealthCondition::refresh_gone(None).message,
+            REFRESH_GONE_MESSAGE
+        );
+        // A module's own terminated reading, or the vanished provider_id, is not this one.
+        let vanished = HealthCondition::instance_vanished();
+        assert!(!HealthCondition::is_refresh_gone(
+            vanished.reason.as_str(),
+            &vanished.message
+        ));
+        assert!(!HealthCondition::is_refresh_gone(
+            HealthReason::HealthUnknown.as_str(),
+            REFRESH_GONE_MESSAGE
+        ));
+    }
+}
+
 #[cfg(test)]
 mod reason_tests {
     use super::HealthReason;

@@ -576,7 +576,8 @@ async fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Erro
             .applied()
             .is_some_and(|k| k.record.operation == Operation::Apply);
         let sampled = sampled || (applied_now && o.health_definite);
-        crate::remediation::sample(p, &o.owner, sampled).await?;
+        let gone = crate::remediation::refresh_gone(p, &o.books, sampled);
+        crate::remediation::sample(p, &o.owner, sampled || gone).await?;
     }
     Ok(())
 }

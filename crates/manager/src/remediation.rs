@@ -9,11 +9,14 @@
 
 use api::capi::Machine;
 use api::constants::{annotations, conditions as ctype, events, reasons};
-use contract::health::HealthReason;
+use contract::health::{HealthCondition, HealthReason, refresh_failed_because_gone};
+use contract::names::Operation;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
+use crate::bookkeeping::Books;
 use crate::context::Target;
+use crate::decide::JobOutcome;
 use crate::inputs::Owner;
 use crate::reconcile::{Error, Pass};
 use crate::status::Fact;
@@ -141,6 +144,48 @@ pub async fn sample(p: &mut Pass<'_>, owner: &Owner, sampled: bool) -> Result<()
         }
     }
     Ok(())
+}
+
+/// The terminated shortcut for a refresh that fails because the instance is gone (Common
+/// "Out-of-band termination"): when a refresh or drift Job bookkept in this pass failed that
+/// way (see [`refresh_failed_because_gone`]) and no Job of the pass took a good sample
+/// (`sampled`), `InfrastructureHealthy` reads `False/InstanceTerminated`. The state still holds
+/// the instance's last outputs, so that reading stands on later passes until a new sample
+/// replaces it. Returns whether this pass took such a sample.
+pub fn refresh_gone(p: &mut Pass<'_>, books: &Books, sampled: bool) -> bool {
+    if sampled {
+        return false;
+    }
+    let gone = books
+        .kept
+        .iter()
+        .filter(|k| {
+            k.outcome == JobOutcome::Failed
+                && matches!(k.record.operation, Operation::Refresh | Operation::Drift)
+        })
+        .filter_map(|k| k.report.result.as_ref()?.error.as_ref())
+        .find(|e| refresh_failed_because_gone(e));
+    let reading = if let Some(e) = gone {
+        HealthCondition::refresh_gone(e.summary.as_deref())
+    } else {
+        let Some(standing) = p.findings.before().iter().find(|c| {
+            c.type_ == ctype::INFRASTRUCTURE_HEALTHY
+                && HealthCondition::is_refresh_gone(&c.reason, &c.message)
+        }) else {
+            return false;
+        };
+        HealthCondition {
+            message: standing.message.clone(),
+            ..HealthCondition::refresh_gone(None)
+        }
+    };
+    p.findings.set(
+        ctype::INFRASTRUCTURE_HEALTHY,
+        reading.status,
+        reading.reason.as_str(),
+        &reading.message,
+    );
+    gone.is_some()
 }
 
 /// Sets (`Some(why)`) or removes (`None`) both remediation annotations on Machine `name`.

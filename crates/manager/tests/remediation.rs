@@ -204,3 +204,80 @@ async fn a_vanished_provider_id_is_terminated_on_the_second_sample() {
     // spec.providerID is kept.
     assert!(tm["spec"]["providerID"].is_string(), "{tm}");
 }
+
+/// A refresh that fails because the instance is gone (its read finds nothing) takes the
+/// terminated shortcut too: `InfrastructureHealthy=False/InstanceTerminated` although the state
+/// still holds the instance's healthy outputs, the Machine annotated at once, and the reading
+/// standing between checks; once a check succeeds and reads Healthy, the request is withdrawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_failing_because_the_instance_is_gone_takes_the_shortcut() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("gone").await.unwrap();
+    identity(&client, "id-gone", &[ns.as_str()], "planted-gone-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-gone");
+    provisioned_machine(&client, env, &images, &ns, "id-gone", 50).await;
+    set_drift_knob(&client, &ns, "gone").await;
+    let a = remediation_request(&client, &ns).await;
+    assert_eq!(
+        a["captf.io/remediation-requested"],
+        "the instance is terminated"
+    );
+    assert_eq!(a["cluster.x-k8s.io/remediate-machine"], "");
+    let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
+    assert_eq!(
+        condition(&tm, "InfrastructureHealthy"),
+        Some(("False".to_owned(), "InstanceTerminated".to_owned()))
+    );
+    let message = tm["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "InfrastructureHealthy")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.starts_with("The instance is gone: its refresh failed: ")
+            && message.contains("Error: Unable to find remote state"),
+        "{message}"
+    );
+    assert_eq!(
+        condition(&tm, "DriftJobSucceeded").map(|(s, _)| s),
+        Some("False".to_owned())
+    );
+    assert_eq!(
+        tm["status"]["lastRun"]["error"]["step"],
+        "apply-refresh-only"
+    );
+    assert_eq!(tm["status"]["unhealthySamples"].as_u64().unwrap_or(0), 0);
+
+    // The reading stands on the passes between checks (the state still reads healthy).
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
+    assert_eq!(
+        condition(&tm, "InfrastructureHealthy"),
+        Some(("False".to_owned(), "InstanceTerminated".to_owned()))
+    );
+    let a = machine_annotations(&client, &ns).await;
+    assert!(a.get("captf.io/remediation-requested").is_some(), "{a}");
+
+    // A check that succeeds again reads Healthy and withdraws the request.
+    set_drift_knob(&client, &ns, "steady").await;
+    eventually(LONG, "the withdrawal", || async {
+        let a = machine_annotations(&client, &ns).await;
+        a.get("captf.io/remediation-requested")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    // The condition is in the status patch of the pass that withdrew the request.
+    eventually(LONG, "InfrastructureHealthy=True", || async {
+        let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
+        (condition(&tm, "InfrastructureHealthy") == Some(("True".to_owned(), "Healthy".to_owned())))
+            .then_some(())
+    })
+    .await;
+}

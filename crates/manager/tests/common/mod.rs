@@ -1081,7 +1081,9 @@ static AILING: OnceCell<String> = OnceCell::const_new();
 /// A machine module whose `health` output follows the knob of [`set_drift_knob`] (read like
 /// [`drifting_image`] does, from outside its inputs): `unhealthy` reads running but unhealthy,
 /// `terminated` reads terminated, anything else running and healthy; `vanished` also turns its
-/// `provider_id` null, as when the instance disappeared from the state.
+/// `provider_id` null, as when the instance disappeared from the state; `gone` makes the refresh
+/// itself fail the way a provider's read of a deleted instance does (a lookup that finds
+/// nothing: `Error: Unable to find remote state`), leaving the state's outputs as they were.
 pub async fn ailing_machine_image(env: &testenv::TestEnv) -> String {
     AILING
         .get_or_init(|| async {
@@ -1090,6 +1092,12 @@ pub async fn ailing_machine_image(env: &testenv::TestEnv) -> String {
                 r#"
 locals {
   ails = contains(["unhealthy", "terminated"], local.knob)
+}
+
+data "terraform_remote_state" "instance" {
+  count   = local.knob == "gone" ? 1 : 0
+  backend = "local"
+  config  = { path = "${path.module}/no-such-instance.tfstate" }
 }
 
 output "provider_id" {
