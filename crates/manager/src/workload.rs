@@ -243,6 +243,16 @@ impl Workload for TerraformMachinePool {
     ) -> kube::Result<Result<RenderedInputs, NotBuilt>> {
         inputs::pool_inputs(client, caches, self, owner).await
     }
+
+    /// A provisioned pool's `Ready` also summarises `ApplyJobSucceeded`: a pool re-applies for
+    /// every membership change, so a failed apply must show (Conditions, "Ready").
+    fn ready_inputs(provisioned: bool) -> &'static [&'static str] {
+        if provisioned {
+            ctype::READY_INPUTS_PROVISIONED_POOL
+        } else {
+            ctype::READY_INPUTS_BEFORE_PROVISIONED
+        }
+    }
 }
 
 /// Whether the kind's inputs follow its spec after the first apply.
@@ -331,4 +341,25 @@ pub async fn dependents(p: &Pass<'_>, cluster_name: &str) -> Result<Option<(u32,
         Api::namespaced(p.ctx.client.clone(), &p.ns);
     let pools = tmps.list_metadata(&lp).await?.items.len() as u32;
     Ok(Some((machines, pools)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_provisioned_pools_ready_summarises_its_apply_and_a_machines_does_not() {
+        let pool = TerraformMachinePool::ready_inputs(true);
+        assert!(pool.contains(&ctype::APPLY_JOB_SUCCEEDED), "{pool:?}");
+        for kind in [
+            TerraformCluster::ready_inputs(true),
+            TerraformMachine::ready_inputs(true),
+        ] {
+            assert!(!kind.contains(&ctype::APPLY_JOB_SUCCEEDED), "{kind:?}");
+        }
+        assert_eq!(
+            TerraformMachinePool::ready_inputs(false),
+            ctype::READY_INPUTS_BEFORE_PROVISIONED
+        );
+    }
 }
