@@ -152,17 +152,7 @@ async fn a_terminated_instance_takes_the_shortcut() {
     let _mgr = start_manager(&client, &ns, &images, "manager-terminated");
     provisioned_machine(&client, env, &images, &ns, "id-terminated", 50).await;
     set_drift_knob(&client, &ns, "terminated").await;
-    let a = remediation_request(&client, &ns).await;
-    assert_eq!(
-        a["captf.io/remediation-requested"],
-        "the instance is terminated"
-    );
-    assert_eq!(a["cluster.x-k8s.io/remediate-machine"], "");
-    let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
-    assert_eq!(
-        condition(&tm, "InfrastructureHealthy"),
-        Some(("False".to_owned(), "InstanceTerminated".to_owned()))
-    );
+    let tm = shortcut_taken(&client, &ns).await;
     assert_eq!(tm["status"]["unhealthySamples"].as_u64().unwrap_or(0), 0);
 }
 
@@ -191,16 +181,7 @@ async fn a_vanished_provider_id_is_terminated_on_the_second_sample() {
         a.get("captf.io/remediation-requested").is_none(),
         "requested on one missing sample: {a}"
     );
-    let a = remediation_request(&client, &ns).await;
-    assert_eq!(
-        a["captf.io/remediation-requested"],
-        "the instance is terminated"
-    );
-    let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
-    assert_eq!(
-        condition(&tm, "InfrastructureHealthy"),
-        Some(("False".to_owned(), "InstanceTerminated".to_owned()))
-    );
+    let tm = shortcut_taken(&client, &ns).await;
     // spec.providerID is kept.
     assert!(tm["spec"]["providerID"].is_string(), "{tm}");
 }
@@ -219,17 +200,7 @@ async fn a_refresh_failing_because_the_instance_is_gone_takes_the_shortcut() {
     let _mgr = start_manager(&client, &ns, &images, "manager-gone");
     provisioned_machine(&client, env, &images, &ns, "id-gone", 50).await;
     set_drift_knob(&client, &ns, "gone").await;
-    let a = remediation_request(&client, &ns).await;
-    assert_eq!(
-        a["captf.io/remediation-requested"],
-        "the instance is terminated"
-    );
-    assert_eq!(a["cluster.x-k8s.io/remediate-machine"], "");
-    let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
-    assert_eq!(
-        condition(&tm, "InfrastructureHealthy"),
-        Some(("False".to_owned(), "InstanceTerminated".to_owned()))
-    );
+    let tm = shortcut_taken(&client, &ns).await;
     let message = tm["status"]["conditions"]
         .as_array()
         .unwrap()
@@ -280,4 +251,33 @@ async fn a_refresh_failing_because_the_instance_is_gone_takes_the_shortcut() {
             .then_some(())
     })
     .await;
+}
+
+/// The TerraformMachine once its status reads `InfrastructureHealthy=False/InstanceTerminated`.
+/// The Machine's annotations are written in the pass's Act step and the condition in its status
+/// patch after it, so a read right after the request may still see the pass before.
+async fn terminated(client: &kube::Client, ns: &str) -> Value {
+    eventually(
+        LONG,
+        "InfrastructureHealthy=False/InstanceTerminated",
+        || async {
+            let tm = get_json(client, ns, TM, "TerraformMachine", "sick").await;
+            (condition(&tm, "InfrastructureHealthy")
+                == Some(("False".to_owned(), "InstanceTerminated".to_owned())))
+            .then_some(tm)
+        },
+    )
+    .await
+}
+
+/// The terminated shortcut taken: the Machine carries both annotations, the reason "the instance
+/// is terminated", and the TerraformMachine reads `InstanceTerminated` (returned).
+async fn shortcut_taken(client: &kube::Client, ns: &str) -> Value {
+    let a = remediation_request(client, ns).await;
+    assert_eq!(
+        a["captf.io/remediation-requested"],
+        "the instance is terminated"
+    );
+    assert_eq!(a["cluster.x-k8s.io/remediate-machine"], "");
+    terminated(client, ns).await
 }
