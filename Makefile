@@ -57,7 +57,7 @@ unit: testbin runner-static-dev testenv-deps pre-commit-tool ## All tests of the
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
 	$(CARGO) run --locked -q -p captf-api --bin crdgen -- .
 
-docs-check: mdbook-tool ## The book: every page is in docs/src/SUMMARY.md, every relative link and anchor resolves, and `mdbook build` succeeds.
+docs-check: mdbook-tool ## The book: every page is in docs/src/SUMMARY.md and names the part of the specification it covers, every relative link and anchor resolves, and `mdbook build` succeeds.
 	hack/check-docs.sh
 	@out=$$($(CAPTF_MDBOOK) build docs --dest-dir $(CARGO_TARGET_DIR)/book 2>&1) || { echo "$$out" >&2; exit 1; }; \
 	  if grep -E '\b(WARN|ERROR)\b' <<<"$$out" >&2; then echo "docs-check: mdbook build warned" >&2; exit 1; fi

@@ -53,4 +53,15 @@ while IFS= read -r page; do
     fi
   done
 done < <(find . -name '*.md' ! -name SUMMARY.md | sort)
+# Every page of the book proper names the part of the specification it covers in a line of its
+# own: `*Covers ... the specification's ...*` (the generated API reference, the
+# development pages and the "Not built yet" page are not chapters of the specification).
+while IFS= read -r page; do
+  page=${page#./}
+  case "$page" in SUMMARY.md | reference/api.md | development/* | not-built-yet.md) continue ;; esac
+  if ! grep -q '^\*Covers .*specification' "$page"; then
+    echo "docs/src/$page does not say which part of the specification it covers (*Covers ... the specification's ...*)" >&2
+    status=1
+  fi
+done < <(find . -name '*.md' | sort)
 exit $status
