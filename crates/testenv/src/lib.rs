@@ -20,6 +20,7 @@ pub mod control_plane;
 pub mod env;
 pub mod fixture;
 pub mod image;
+pub mod knob;
 pub mod kubelet;
 pub mod manifests;
 pub mod net;

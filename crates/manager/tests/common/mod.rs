@@ -1002,26 +1002,11 @@ pub fn metric_sum(encoded: &str, name: &str, must: &[&str]) -> u64 {
 
 static DRIFTING: OnceCell<String> = OnceCell::const_new();
 
-/// What the knob variants read from outside their inputs: the output `knob` of the state
-/// [`DRIFT_KNOB_SECRET`] in the object's namespace, `steady` when there is none.
-const KNOB_TF: &str = r#"
-data "terraform_remote_state" "knob" {
-  backend = "kubernetes"
-  config = {
-    secret_suffix     = "drift-knob"
-    namespace         = var.captf_object.namespace
-    in_cluster_config = true
-  }
-  defaults = { knob = "steady" }
-}
-
-locals {
-  knob = data.terraform_remote_state.knob.outputs.knob
-}
-"#;
+// What the knob variants read from outside their inputs (see `testenv::knob`).
+use testenv::knob::KNOB_TF;
 
 /// The name of the state whose output `knob` stands for reality in [`drifting_image`].
-pub const DRIFT_KNOB_SECRET: &str = "tfstate-default-drift-knob";
+pub use testenv::knob::KNOB_SECRET as DRIFT_KNOB_SECRET;
 
 /// A cluster module whose infrastructure drifts on demand: it reads the output `knob` of the
 /// state `tfstate-default-drift-knob` in the object's namespace (through the `kubernetes`
@@ -1055,12 +1040,7 @@ resource "terraform_data" "knob_number" {
 
 /// Sets the knob of [`drifting_image`] in `ns`: a state whose output `knob` is `value`.
 pub async fn set_drift_knob(client: &Client, ns: &str, value: &str) {
-    let doc = json!({"version": 4, "terraform_version": "1.12.6", "serial": 1,
-                     "lineage": "drift-knob", "resources": [],
-                     "outputs": {"knob": {"value": value, "type": "string"}}});
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(doc.to_string().as_bytes()).unwrap();
-    let data = gz.finish().unwrap();
+    let data = testenv::knob::knob_state(value).unwrap();
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": DRIFT_KNOB_SECRET},
         "data": {"tfstate": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, data)}
