@@ -14,6 +14,7 @@ mod move_;
 mod pause;
 mod pools;
 mod quickstart;
+mod remediation;
 mod workers;
 
 use e2e::kube_ops::Kube;

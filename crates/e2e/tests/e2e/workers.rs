@@ -17,21 +17,27 @@ use serde_json::{Value, json};
 
 const CLUSTER: &str = "workers";
 
-async fn machines(kube: &Kube, ns: &str) -> anyhow::Result<Vec<Value>> {
+/// The Machines of `cluster`'s MachineDeployment `<cluster>-md-0`.
+pub async fn machines(kube: &Kube, ns: &str, cluster: &str) -> anyhow::Result<Vec<Value>> {
     kube.list(
         CAPI,
         "Machine",
         ns,
-        &format!("cluster.x-k8s.io/deployment-name={CLUSTER}-md-0"),
+        &format!("cluster.x-k8s.io/deployment-name={cluster}-md-0"),
     )
     .await
 }
 
-/// Waits until the MachineDeployment has exactly `n` Machines, all Provisioned with Ready
+/// Waits until `cluster`'s MachineDeployment has exactly `n` Machines, all Provisioned with Ready
 /// TerraformMachines created from its template; returns the TerraformMachines' names.
-async fn provisioned(kube: &Kube, ns: &str, n: usize) -> anyhow::Result<BTreeSet<String>> {
+pub async fn provisioned(
+    kube: &Kube,
+    ns: &str,
+    cluster: &str,
+    n: usize,
+) -> anyhow::Result<BTreeSet<String>> {
     let names = eventually(WAIT, &format!("{n} worker Machines"), || async {
-        let ms = machines(kube, ns).await?;
+        let ms = machines(kube, ns, cluster).await?;
         let live: Vec<&Value> = ms
             .iter()
             .filter(|m| m["metadata"]["deletionTimestamp"].is_null())
@@ -45,7 +51,7 @@ async fn provisioned(kube: &Kube, ns: &str, n: usize) -> anyhow::Result<BTreeSet
         let (machine, tm) = quickstart::wait_machine_provisioned(kube, ns, &m).await?;
         assert_eq!(
             tm["metadata"]["annotations"]["cluster.x-k8s.io/cloned-from-name"],
-            format!("{CLUSTER}-md-0"),
+            format!("{cluster}-md-0"),
             "TerraformMachine {} was not created from the MachineDeployment's template",
             name_of(&tm)
         );
@@ -66,8 +72,25 @@ async fn scale(kube: &Kube, ns: &str, replicas: i64) -> anyhow::Result<()> {
     .await
 }
 
+/// Writes the stand-in bootstrap data Secret of `cluster`'s MachineDeployment; returns its name.
+pub async fn stand_in_bootstrap_secret(
+    kube: &Kube,
+    ns: &str,
+    cluster: &str,
+) -> anyhow::Result<String> {
+    let secret = format!("{cluster}-md-0-bootstrap-stand-in");
+    kube.apply(
+        &json!({"apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
+                "metadata": {"name": secret, "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+                "stringData": {"value": "#cloud-config\n# stand-in worker bootstrap data (see the workers test's doc)\n", "format": "cloud-config"}}),
+        ns,
+    )
+    .await?;
+    Ok(secret)
+}
+
 /// The generated default flavor with the MachineDeployment's bootstrap data from `secret`.
-fn with_stand_in_bootstrap(yaml: &str, secret: &str, replicas: i64) -> anyhow::Result<String> {
+pub fn with_stand_in_bootstrap(yaml: &str, secret: &str, replicas: i64) -> anyhow::Result<String> {
     let mut docs: Vec<Value> = serde_saphyr::from_multiple(yaml)?;
     for doc in &mut docs {
         if doc["kind"] == "MachineDeployment" {
@@ -92,14 +115,7 @@ async fn a_machine_deployment_scales_terraform_machines_up_and_down() -> anyhow:
     let (suite, kube, ns) = crate::setup("workers").await?;
     let clusterctl = quickstart::flavor_clusterctl(suite, &ns)?;
     quickstart::apply_identity(&kube, &clusterctl, &ns, &ns).await?;
-    let secret = format!("{CLUSTER}-md-0-bootstrap-stand-in");
-    kube.apply(
-        &json!({"apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
-                "metadata": {"name": secret, "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
-                "stringData": {"value": "#cloud-config\n# stand-in worker bootstrap data (see the test's doc)\n", "format": "cloud-config"}}),
-        &ns,
-    )
-    .await?;
+    let secret = stand_in_bootstrap_secret(&kube, &ns, CLUSTER).await?;
     let yaml =
         clusterctl.generate_cluster(CLUSTER, &template("cluster-template.yaml"), &ns, 1, 0)?;
     let jobs = JobLog::watch(&kube, &ns);
@@ -107,15 +123,15 @@ async fn a_machine_deployment_scales_terraform_machines_up_and_down() -> anyhow:
         .await?;
     quickstart::wait_cluster_provisioned(&kube, &ns, CLUSTER).await?;
 
-    let two = provisioned(&kube, &ns, 2).await?;
+    let two = provisioned(&kube, &ns, CLUSTER, 2).await?;
     scale(&kube, &ns, 4).await?;
-    let four = provisioned(&kube, &ns, 4).await?;
+    let four = provisioned(&kube, &ns, CLUSTER, 4).await?;
     assert!(
         two.is_subset(&four),
         "scaling up replaced machines: {two:?} -> {four:?}"
     );
     scale(&kube, &ns, 2).await?;
-    let remaining = provisioned(&kube, &ns, 2).await?;
+    let remaining = provisioned(&kube, &ns, CLUSTER, 2).await?;
     let removed: Vec<&String> = four.difference(&remaining).collect();
     assert_eq!(removed.len(), 2, "{four:?} -> {remaining:?}");
     for tm in &removed {
