@@ -179,12 +179,7 @@ impl Workload for TerraformMachine {
                 .drift
                 .as_ref()
                 .and_then(|d| d.interval_seconds)
-                .or_else(|| {
-                    defaults
-                        .and_then(|tc| tc.spec.defaults.as_ref())
-                        .and_then(|d| d.drift.as_ref())
-                        .and_then(|d| d.interval_seconds)
-                }),
+                .or_else(|| inherited_drift_interval(defaults)),
         )
     }
 
@@ -227,10 +222,7 @@ impl Workload for TerraformMachinePool {
     /// default (Machine Pools "Drift"), which `None` stands for.
     fn drift_interval(&self, defaults: Option<&TerraformCluster>) -> Option<Duration> {
         let own = self.spec.drift.as_ref().and_then(|d| d.interval_seconds);
-        let inherited = defaults
-            .and_then(|tc| tc.spec.defaults.as_ref())
-            .and_then(|d| d.drift.as_ref())
-            .and_then(|d| d.interval_seconds);
+        let inherited = inherited_drift_interval(defaults);
         seconds(own.filter(|s| *s > 0).or(inherited.filter(|s| *s > 0)))
     }
 
@@ -253,6 +245,14 @@ impl Workload for TerraformMachinePool {
             ctype::READY_INPUTS_BEFORE_PROVISIONED
         }
     }
+}
+
+/// `spec.defaults.drift.intervalSeconds` of the TerraformCluster a machine or pool inherits from.
+fn inherited_drift_interval(defaults: Option<&TerraformCluster>) -> Option<i32> {
+    defaults
+        .and_then(|tc| tc.spec.defaults.as_ref())
+        .and_then(|d| d.drift.as_ref())
+        .and_then(|d| d.interval_seconds)
 }
 
 /// Whether the kind's inputs follow its spec after the first apply.

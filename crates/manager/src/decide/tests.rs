@@ -98,6 +98,17 @@ fn waited(decision: &Decision) -> (&WaitReason, Option<Duration>) {
 
 // Preamble.
 
+/// The requeue of a pass that decides nothing but when to look again.
+fn requeue_after(o: &Observed) -> Duration {
+    let Decision::Nothing {
+        requeue_after: Some(after),
+    } = decide(o, &cfg())
+    else {
+        panic!("expected a requeue");
+    };
+    after
+}
+
 #[test]
 fn externally_managed_object_is_left_alone() {
     let o = Observed {
@@ -659,12 +670,7 @@ fn pending_health_refresh_backs_off_to_five_minutes() {
     o.health = HealthReading::Pending;
     o.pending_refreshes = 9;
     o.last.refresh = Some(ago(290));
-    let Decision::Nothing {
-        requeue_after: Some(after),
-    } = decide(&o, &cfg())
-    else {
-        panic!("expected a requeue");
-    };
+    let after = requeue_after(&o);
     assert_eq!(
         after,
         schedule::jittered(&o.uid, Duration::from_secs(300))
@@ -690,12 +696,7 @@ fn a_pool_refreshes_its_membership_on_its_interval() {
         ..mk_observed()
     };
     o.last.refresh = Some(ago(20));
-    let Decision::Nothing {
-        requeue_after: Some(after),
-    } = decide(&o, &cfg())
-    else {
-        panic!("expected a requeue");
-    };
+    let after = requeue_after(&o);
     assert!(after <= Duration::from_secs(14), "{after:?}");
     o.last.refresh = Some(ago(40));
     let d = decide(&o, &cfg());
@@ -750,12 +751,7 @@ fn nothing_due_requeues_at_the_soonest() {
     o.health = HealthReading::Pending;
     o.pending_refreshes = 9;
     o.last.refresh = Some(ago(100));
-    let Decision::Nothing {
-        requeue_after: Some(after),
-    } = decide(&o, &cfg())
-    else {
-        panic!("expected a requeue");
-    };
+    let after = requeue_after(&o);
     assert_eq!(
         after,
         schedule::jittered(&o.uid, Duration::from_secs(300))
@@ -1065,12 +1061,7 @@ fn drift_check_waits_for_the_run_lease() {
 fn requeue_never_exceeds_the_longest_interval_for_future_timestamps() {
     let mut o = mk_observed();
     o.last.apply = Some(now() + Duration::from_secs(86_400));
-    let Decision::Nothing {
-        requeue_after: Some(after),
-    } = decide(&o, &cfg())
-    else {
-        panic!("expected a requeue");
-    };
+    let after = requeue_after(&o);
     assert_eq!(after, longest_interval(&o, &cfg()));
 }
 
@@ -1223,12 +1214,7 @@ fn a_machine_with_annotate_machine_refreshes_on_its_health_check_interval() {
     );
     // Sampled recently: the next one waits for the interval.
     o.last.refresh = Some(ago(10));
-    let Decision::Nothing {
-        requeue_after: Some(after),
-    } = decide(&o, &cfg())
-    else {
-        panic!("expected a requeue");
-    };
+    let after = requeue_after(&o);
     assert_eq!(
         after,
         schedule::jittered(&o.uid, Duration::from_secs(300))
