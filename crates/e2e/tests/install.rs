@@ -149,6 +149,88 @@ async fn check_webhook_called(kube: &Kube, ns: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The objects whose CA cert-manager's cainjector writes (`cert-manager.io/inject-ca-from`), and
+/// which of them still lack it: webhook configurations without a `caBundle` on every webhook,
+/// and custom resource definitions whose conversion webhook has none.
+async fn ca_not_injected(kube: &Kube) -> anyhow::Result<Vec<String>> {
+    const INJECT: &str = "cert-manager.io/inject-ca-from";
+    let has_bundle = |c: &Value| c["caBundle"].as_str().is_some_and(|b| !b.is_empty());
+    let mut missing = Vec::new();
+    for kind in [
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ] {
+        let configs = kube
+            .list("admissionregistration.k8s.io/v1", kind, "", "")
+            .await?;
+        for c in configs
+            .iter()
+            .filter(|c| !c["metadata"]["annotations"][INJECT].is_null())
+        {
+            let hooks = c["webhooks"].as_array().cloned().unwrap_or_default();
+            if !hooks.iter().all(|h| has_bundle(&h["clientConfig"])) {
+                missing.push(format!("{kind} {}", name_of(c)));
+            }
+        }
+    }
+    let crds = kube
+        .list(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            "",
+            "",
+        )
+        .await?;
+    for crd in crds
+        .iter()
+        .filter(|c| !c["metadata"]["annotations"][INJECT].is_null())
+    {
+        let conversion = &crd["spec"]["conversion"];
+        if conversion["strategy"] == "Webhook"
+            && !has_bundle(&conversion["webhook"]["clientConfig"])
+        {
+            missing.push(format!("CustomResourceDefinition {}", name_of(crd)));
+        }
+    }
+    Ok(missing)
+}
+
+/// Waits until cert-manager's cainjector has written the CA into every webhook configuration
+/// and conversion webhook that asks for it (Cluster API's as well as CAPTF's), and Cluster
+/// API's own webhook admits a Cluster (a server-side dry run). `clusterctl init
+/// --wait-providers` returns once the Deployments are available, which can be before the
+/// injection: until then the API server refuses Clusters with "certificate signed by unknown
+/// authority".
+async fn wait_webhooks_trusted(kube: &Kube, ns: &str) -> anyhow::Result<()> {
+    let probe = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "webhook-probe", "namespace": ns},
+        "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                       "kind": "TerraformCluster", "name": "webhook-probe"}}});
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let missing = ca_not_injected(kube).await?;
+        let admitted = if missing.is_empty() {
+            kube.apply_with(&probe, ns, true)
+                .await
+                .map_err(|e| format!("{e:#}"))
+        } else {
+            Err(format!("no CA yet in {missing:?}"))
+        };
+        match admitted {
+            Ok(()) => return Ok(()),
+            Err(e) if e.contains("failed calling webhook") || !missing.is_empty() => {
+                ensure!(
+                    Instant::now() < deadline,
+                    "webhooks not trusted after {WAIT:?}: {e}"
+                );
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(e) => anyhow::bail!("Cluster API's webhook refused the probe Cluster: {e}"),
+        }
+    }
+}
+
 /// Every Job of the Quick Start ran the runner image of the install in its init container.
 async fn check_runner_image(kube: &Kube, ns: &str, registry: &str) -> anyhow::Result<()> {
     let want = format!("{registry}/you/cluster-api-provider-terraform-runner:{VERSION}");
@@ -224,6 +306,7 @@ async fn clusterctl_init_installs_captf_with_cluster_api_and_cert_manager_as_pod
 
     // 5: the Quick Start against that install.
     let ns = env.namespace("installed").await?;
+    wait_webhooks_trusted(&kube, &ns).await?;
     check_webhook_called(&kube, &ns).await?;
     let images = Images {
         runner: format!("{registry}/you/cluster-api-provider-terraform-runner:{VERSION}"),
