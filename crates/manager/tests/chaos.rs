@@ -182,6 +182,28 @@ struct SeenJob {
     attempt: String,
     start: Instant,
     end: Option<Instant>,
+    /// `Complete` or `Failed` once finished.
+    outcome: String,
+    gone: Option<Instant>,
+}
+
+impl SeenJob {
+    /// What became of the Job, in seconds since `zero`, for a violation's message.
+    fn story(&self, zero: Instant) -> String {
+        let at = |t: Option<Instant>| {
+            t.map_or("-".to_owned(), |t| {
+                format!("{:.1}s", t.saturating_duration_since(zero).as_secs_f64())
+            })
+        };
+        format!(
+            "{} seen {} finished {} ({}) gone {}",
+            self.name,
+            at(Some(self.start)),
+            at(self.end.filter(|_| !self.outcome.is_empty())),
+            self.outcome,
+            at(self.gone)
+        )
+    }
 }
 
 /// Everything the recorder saw in a namespace.
@@ -204,14 +226,17 @@ fn label(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, key:
         .unwrap_or_default()
 }
 
-fn finished(job: &Job) -> bool {
+/// `Complete` or `Failed` once the Job finished, else empty.
+fn finished(job: &Job) -> String {
     job.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
+        .and_then(|cs| {
             cs.iter()
-                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+                .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
         })
+        .map(|c| c.type_.clone())
+        .unwrap_or_default()
 }
 
 impl Seen {
@@ -232,9 +257,18 @@ impl Seen {
                 attempt: label(meta, labels::ATTEMPT),
                 start: now,
                 end: None,
+                outcome: String::new(),
+                gone: None,
             });
-        if entry.end.is_none() && (gone || finished(job)) {
+        let outcome = finished(job);
+        if entry.end.is_none() && (gone || !outcome.is_empty()) {
             entry.end = Some(now);
+        }
+        if entry.outcome.is_empty() {
+            entry.outcome = outcome;
+        }
+        if gone {
+            entry.gone = Some(now);
         }
     }
 
@@ -568,17 +602,26 @@ fn judge_recorded(seen: &Seen, cycle: &Cycle, ns: &str, deleting: Instant, figur
         .values()
         .filter(|j| owners.contains(&j.owner))
         .collect();
-    let mut per_attempt: BTreeMap<(&str, &str, &str), Vec<&str>> = BTreeMap::new();
+    let mut per_attempt: BTreeMap<(&str, &str, &str), Vec<&SeenJob>> = BTreeMap::new();
     for j in &jobs {
         per_attempt
             .entry((&j.owner, &j.op, &j.attempt))
             .or_default()
-            .push(&j.name);
+            .push(j);
     }
-    for (key, names) in per_attempt {
-        figures
-            .one_job_per_attempt
-            .check(names.len() == 1, || format!("{key:?}: {names:?}"));
+    let zero = jobs
+        .iter()
+        .map(|j| j.start)
+        .min()
+        .unwrap_or_else(Instant::now);
+    for (key, same) in per_attempt {
+        figures.one_job_per_attempt.check(same.len() == 1, || {
+            let stories: Vec<String> = same.iter().map(|j| j.story(zero)).collect();
+            format!(
+                "{key:?}: {stories:?} (deletion asked at {:.1}s)",
+                deleting.saturating_duration_since(zero).as_secs_f64()
+            )
+        });
     }
     for (i, a) in jobs.iter().enumerate() {
         for b in jobs.iter().skip(i + 1).filter(|b| b.owner == a.owner) {
@@ -703,6 +746,11 @@ async fn bring_ups_and_deletions_survive_random_manager_crashes() {
     }
     println!("{}", figures.table(seed, started.elapsed()));
     let violations = figures.violations();
+    if !violations.is_empty() {
+        let path = std::env::temp_dir().join(format!("captf-chaos-{seed}.log"));
+        std::fs::write(&path, logs()).unwrap();
+        println!("the managers' logs: {}", path.display());
+    }
     assert!(
         violations.is_empty(),
         "chaos seed {seed}: {} violations:\n{}",

@@ -332,6 +332,57 @@ async fn a_restarted_manager_picks_up_the_finished_job() {
     assert_eq!(jobs_of(&client, &ns, "again").await.len(), 1);
 }
 
+/// A pass stopped between creating a Job and its per-run Secret (here the Secret's create fails,
+/// as a crash at that point would leave it) is repaired by the next pass: the Secret is written
+/// late and the same Job runs, well before a never-startable Job would be deleted and replaced by
+/// a second Job of the same attempt (found by the fault harness, tests/chaos.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_left_without_its_per_run_secret_gets_it_from_the_next_pass() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("late-secret").await.unwrap();
+    identity(&client, "id-late-secret", &[ns.as_str()], "planted-late-1").await;
+    // After the first Job create, the next Secret create (the per-run Secret's) goes nowhere.
+    let (job_posted, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (posted, fail) = (job_posted.clone(), failed.clone());
+    let failing = client_mapping(env, move |mut req: http::Request<kube::client::Body>| {
+        let path = req.uri().path().to_owned();
+        if req.method() == http::Method::POST && path.ends_with("/jobs") {
+            posted.fetch_add(1, Ordering::SeqCst);
+        } else if req.method() == http::Method::POST
+            && path.ends_with("/secrets")
+            && posted.load(Ordering::SeqCst) == 1
+            && fail.fetch_add(1, Ordering::SeqCst) == 0
+        {
+            *req.uri_mut() = format!("{path}-lost").parse().unwrap();
+        }
+        req
+    })
+    .await;
+    let _mgr = start_manager(&failing, &ns, &images, "manager-late-secret");
+    let started = std::time::Instant::now();
+    cluster(&client, &ns, "late", "id-late-secret", &images.cluster).await;
+    let job = eventually(LONG, "the apply Job", || async {
+        jobs_of(&client, &ns, "late").await.first().cloned()
+    })
+    .await;
+    wait_ready(&client, &ns, "TerraformCluster", "late", "True", LONG).await;
+    assert!(
+        failed.load(Ordering::SeqCst) >= 1,
+        "the per-run Secret's create was lost"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(50),
+        "Ready only after {:?}: the Job waited to be judged stuck",
+        started.elapsed()
+    );
+    let jobs = jobs_of(&client, &ns, "late").await;
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].metadata.uid, job.metadata.uid, "the same Job ran");
+    assert_eq!(job_posted.load(Ordering::SeqCst), 1, "one Job created");
+}
+
 /// Under the cluster operation gate a machine's apply waits for its cluster's running apply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_apply_waits_for_the_cluster_apply() {
@@ -621,28 +672,19 @@ async fn steady_state_reconcile_requests() {
                 && !path.contains(&own_ns)
                 && !path.contains("/namespaces/id-steady-creds/"))
     };
-    let kc = kube::config::Kubeconfig::read_from(&env.endpoints().kubeconfig).unwrap();
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .unwrap();
-    let counting = kube::client::ClientBuilder::try_from(config)
-        .unwrap()
-        .with_layer(&tower::util::MapRequestLayer::new(
-            move |req: http::Request<kube::client::Body>| {
-                let watch = req
-                    .uri()
-                    .query()
-                    .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
-                if !watch && !others(req.uri().path()) {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    let line = format!("{} {}", req.method(), req.uri().path());
-                    log.lock().unwrap().push(line);
-                }
-                req
-            },
-        ))
-        .build();
+    let counting = client_mapping(env, move |req: http::Request<kube::client::Body>| {
+        let watch = req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+        if !watch && !others(req.uri().path()) {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let line = format!("{} {}", req.method(), req.uri().path());
+            log.lock().unwrap().push(line);
+        }
+        req
+    })
+    .await;
     let mgr = start_manager(&counting, &ns, &images, "manager-steady");
     let sources = json!({"variablesFrom": [
         {"configMapRef": {"name": "steady-vars"}},

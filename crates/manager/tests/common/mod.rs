@@ -1148,3 +1148,24 @@ pub async fn events_json(client: &Client, ns: &str) -> String {
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
     serde_json::to_string(&events.list(&ListParams::default()).await.unwrap().items).unwrap()
 }
+
+/// An admin client whose every request first goes through `map` (to count requests, or to make
+/// one fail the way a crash at that point would).
+pub async fn client_mapping(
+    env: &TestEnv,
+    map: impl Fn(http::Request<kube::client::Body>) -> http::Request<kube::client::Body>
+    + Clone
+    + Send
+    + Sync
+    + 'static,
+) -> Client {
+    let kc = kube::config::Kubeconfig::read_from(&env.endpoints().kubeconfig).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    kube::client::ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&tower::util::MapRequestLayer::new(map))
+        .build()
+}
