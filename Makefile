@@ -55,9 +55,11 @@ unit: testbin runner-static-dev testenv-deps pre-commit-tool ## All tests of the
 	$(CARGO) test --workspace --locked --no-fail-fast
 
 # `make test` runs the same harness with 5 cycles (its default) as part of `unit`.
+# Five namespaces side by side: 50 cycles take about 10 minutes on two cores.
 CHAOS_CYCLES ?= 50
+CHAOS_LANES ?= 5
 chaos: testbin runner-static-dev testenv-deps ## The fault harness: bring-up-and-delete cycles under random manager crashes, then the invariant table (CHAOS_CYCLES=50; CAPTF_CHAOS_SEED=N replays a run).
-	CAPTF_CHAOS_CYCLES=$(CHAOS_CYCLES) $(CARGO) test --locked -p manager --test chaos -- --nocapture
+	CAPTF_CHAOS_CYCLES=$(CHAOS_CYCLES) CAPTF_CHAOS_LANES=$(CHAOS_LANES) $(CARGO) test --locked -p manager --test chaos -- --nocapture
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
 	$(CARGO) run --locked -q -p captf-api --bin crdgen -- .
