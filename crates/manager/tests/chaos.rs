@@ -7,11 +7,10 @@
 //! state serial that never goes backwards and a state never lost before its object is deleted;
 //! no planted secret value in any log line, event, condition or status field.
 //!
-//! `chaos seed: N` is printed first; `CAPTF_CHAOS_SEED=N` replays the same kill and restart delays (the
-//! system's own timing still varies),
-//! `CAPTF_CHAOS_CYCLES` sets the number of cycles (5 by default, `make chaos` runs 50), spread
-//! over `CAPTF_CHAOS_LANES` namespaces run side by side (2 by default, 5 in `make chaos`), each with
-//! its own manager.
+//! `chaos seed: N` is printed first; `CAPTF_CHAOS_SEED=N` replays the same kill and restart
+//! delays (the system's own timing still varies); `CAPTF_CHAOS_CYCLES` sets the number of cycles
+//! (5 by default, `make chaos` runs 50), spread over `CAPTF_CHAOS_LANES` namespaces run side by
+//! side (2 by default, 5 in `make chaos`), each with its own manager.
 //!
 //! Needs root, the test binaries and a static runner (`make runner-static-dev`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
