@@ -18,7 +18,7 @@ STATIC := RUSTFLAGS='-C target-feature=+crt-static'
 # Integration tests run the static runner (debug build) inside real Job pods.
 export CAPTF_RUNNER_BIN ?= $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/debug/runner
 
-.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit crds docs-check testbin runner-static runner-static-dev \
+.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit chaos crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
 	testenv-deps pre-commit-tool mdbook-tool
 
@@ -53,6 +53,13 @@ clippy:
 
 unit: testbin runner-static-dev testenv-deps pre-commit-tool ## All tests of the workspace (integration tests need the test binaries, a static runner, iproute2 and pre-commit).
 	$(CARGO) test --workspace --locked --no-fail-fast
+
+# `make test` runs the same harness with 5 cycles (its default) as part of `unit`.
+# Five namespaces side by side: 50 cycles take about 10 minutes on two cores.
+CHAOS_CYCLES ?= 50
+CHAOS_LANES ?= 5
+chaos: testbin runner-static-dev testenv-deps ## The fault harness: bring-up-and-delete cycles under random manager crashes, then the invariant table (CHAOS_CYCLES=50; CAPTF_CHAOS_SEED=N replays a run).
+	CAPTF_CHAOS_CYCLES=$(CHAOS_CYCLES) CAPTF_CHAOS_LANES=$(CHAOS_LANES) $(CARGO) test --locked -p manager --test chaos -- --nocapture
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
 	$(CARGO) run --locked -q -p captf-api --bin crdgen -- .

@@ -12,6 +12,7 @@ pub mod health;
 pub mod image_ref;
 pub mod inputs;
 pub mod job_env;
+pub mod leader;
 pub mod names;
 pub mod outputs;
 pub mod plan;

@@ -83,6 +83,14 @@ pub async fn act(
             }
         }
     }
+    if let Decision::Wait {
+        reason: WaitReason::JobActive { job },
+        ..
+    } = &acted.decision
+        && let Some(record) = o.books.records.iter().find(|r| &r.name == job).cloned()
+    {
+        repair_run_secret(p, o, &record).await?;
+    }
     match &acted.decision {
         Decision::AddFinalizer => {
             add_finalizer(p).await?;
@@ -157,25 +165,26 @@ pub fn render_from(
 async fn inputs_to_render(
     p: &Pass<'_>,
     o: &mut Observation,
-    start: &StartJob,
+    operation: Operation,
+    inputs_hash: &str,
 ) -> Result<Option<RenderedInputs>, Error> {
     // A restore's root is the backend alone (the runner writes it); its per-run Secret carries
     // no module inputs.
-    if start.operation == Operation::Restore {
+    if operation == Operation::Restore {
         return Ok(Some(RenderedInputs {
             kind: p.kind,
             main_tf_json: contract::render::restore_main_tf_json(),
             tfvars_json: "{}".to_owned(),
-            inputs_hash: start.inputs_hash.clone(),
+            inputs_hash: inputs_hash.to_owned(),
         }));
     }
     let current_hash = o.current.as_ref().map(|c| c.inputs_hash.as_str());
-    match render_from(start.operation, p.kind, current_hash, &start.inputs_hash) {
+    match render_from(operation, p.kind, current_hash, inputs_hash) {
         RenderFrom::Current => Ok(o.current.clone()),
         RenderFrom::Durable => {
             let durable = o
                 .durable
-                .rendered(&p.ctx.client, p.kind, &start.inputs_hash)
+                .rendered(&p.ctx.client, p.kind, inputs_hash)
                 .await?;
             Ok(durable.or_else(|| o.current.clone()))
         }
@@ -194,7 +203,7 @@ async fn start_job(
             reason: None,
         }));
     };
-    let Some(rendered) = inputs_to_render(p, o, start).await? else {
+    let Some(rendered) = inputs_to_render(p, o, op, &start.inputs_hash).await? else {
         if op == Operation::Destroy {
             p.findings.set(
                 ctype::APPLY_JOB_SUCCEEDED,
@@ -607,14 +616,68 @@ async fn create_job(
         Err(e) => return Err(e.into()),
     };
     p.ctx.caches.created.add(created.clone());
-    let run_secret = job::run_secret(&created, &rendered.main_tf_json, &rendered.tfvars_json);
+    create_run_secret(p, &created, rendered).await?;
+    Ok(new)
+}
+
+/// Creates the per-run Secret of `job`; whether it was not there yet.
+async fn create_run_secret(
+    p: &Pass<'_>,
+    job: &Job,
+    rendered: &RenderedInputs,
+) -> Result<bool, Error> {
+    let run_secret = job::run_secret(job, &rendered.main_tf_json, &rendered.tfvars_json);
     let secrets: Api<Secret> = Api::namespaced(p.ctx.client.clone(), &p.ns);
     match secrets.create(&PostParams::default(), &run_secret).await {
-        Ok(_) => {}
-        Err(e) if is_conflict(&e) => {}
-        Err(e) => return Err(e.into()),
+        Ok(_) => Ok(true),
+        Err(e) if is_conflict(&e) => Ok(false),
+        Err(e) => Err(e.into()),
     }
-    Ok(new)
+}
+
+/// The per-run Secret of an active Job that has none and never ran a pod (a pass stopped between
+/// creating the Job and its Secret, by a crash say): written now, from the inputs the Job was
+/// named after, the way [`start_job`] renders them, so the Job starts instead of waiting to be
+/// judged stuck and replaced by a second Job of the same attempt.
+async fn repair_run_secret(
+    p: &mut Pass<'_>,
+    o: &mut Observation,
+    record: &JobRecord,
+) -> Result<(), Error> {
+    if record.run_secret_exists || record.pod_ever_started || !record.is_active() {
+        return Ok(());
+    }
+    // What the Job's pass had: the durable inputs it may just have written (the cache may not
+    // show them yet) and the current inputs (not built while a Job is active).
+    if !o.durable.exists() {
+        let secrets: Api<Secret> = Api::namespaced(p.ctx.client.clone(), &p.ns);
+        let name = durable_inputs_secret_name(p.kind, &p.name);
+        if let Some(durable) = crate::kubeutil::get_opt(&secrets, &name).await? {
+            o.durable.written(durable);
+        }
+    }
+    let built = o.current.is_none();
+    if built {
+        o.current = crate::workload::build_inputs(p, &o.owner, &o.durable)
+            .await?
+            .ok();
+    }
+    let rendered = inputs_to_render(p, o, record.operation, &record.inputs_hash).await;
+    if built {
+        // The rest of the pass sees what observe saw.
+        o.current = None;
+    }
+    let Some(rendered) = rendered? else {
+        return Ok(());
+    };
+    let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
+    let Some(created) = jobs.get_opt(&record.name).await? else {
+        return Ok(());
+    };
+    if create_run_secret(p, &created, &rendered).await? {
+        info!(namespace = %p.ns, job = %record.name, "per-run Secret of a Job written late");
+    }
+    Ok(())
 }
 
 /// The events and conditions of a Job this pass created.

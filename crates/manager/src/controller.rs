@@ -128,7 +128,9 @@ where
 /// the orphan sweep until `shutdown` resolves.
 pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let (caches, triggers, watches) = crate::caches::start(&ctx.client, &ctx.settings);
-    let watches = tokio::spawn(watches);
+    // Aborted with this future too: a manager dropped at any await point (a crash, in tests) takes
+    // its watches with it instead of leaving them streaming into caches nobody reads.
+    let watches = AbortOnDrop(tokio::spawn(watches));
     let counted = caches.clone();
     ctx.metrics
         .count_jobs_active_with(move || counted.jobs_active());
@@ -151,12 +153,10 @@ pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync 
         r = caches.ready() => {
             if let Err(e) = r {
                 warn!(error = %e, "a cache stopped before it was filled");
-                watches.abort();
                 return;
             }
         }
         () = stop() => {
-            watches.abort();
             return;
         }
     }
@@ -214,7 +214,16 @@ pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync 
         template_run,
         sweep_run
     );
-    watches.abort();
+    drop(watches);
+}
+
+/// A spawned task aborted when this handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use manager::context::{Context, Settings};
-use manager::leader::Election;
+use manager::leader::{Election, Timing};
 use manager::metrics::Metrics;
 
 // jemalloc with heap sampling from start-up, for `/debug/pprof/heap`.
@@ -232,13 +232,15 @@ async fn main() -> anyhow::Result<()> {
     // readiness while the old one still holds the Lease.
     ready.set_ready();
     if cli.leader_elect {
-        let election = Election {
-            namespace: cli.leader_elect_namespace.clone(),
-            identity: instance,
-            lease_duration: cli.leader_elect_lease_duration,
-            renew_deadline: cli.leader_elect_renew_deadline,
-            retry_period: cli.leader_elect_retry_period,
-        };
+        let election = Election::new(
+            cli.leader_elect_namespace.clone(),
+            instance,
+            Timing {
+                lease_duration: cli.leader_elect_lease_duration,
+                renew_deadline: cli.leader_elect_renew_deadline,
+                retry_period: cli.leader_elect_retry_period,
+            },
+        );
         election.acquire(&client).await;
         let ctx = Context::new(client.clone(), settings, metrics);
         let lost = {

@@ -244,15 +244,6 @@ async fn a_manual_cluster_applies_only_an_approved_plan() {
     );
     let tc = get_json(&client, &ns, TC, "TerraformCluster", "manual").await;
     assert!(!tc.to_string().contains(planted), "{tc:#}");
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
-    let all = serde_json::to_string(
-        &events
-            .list(&kube::api::ListParams::default())
-            .await
-            .unwrap()
-            .items,
-    )
-    .unwrap();
-    assert!(!all.contains(planted));
+    assert!(!events_json(&client, &ns).await.contains(planted));
     assert!(!logs().contains(planted));
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use common::*;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -331,6 +332,57 @@ async fn a_restarted_manager_picks_up_the_finished_job() {
     assert_eq!(jobs_of(&client, &ns, "again").await.len(), 1);
 }
 
+/// A pass stopped between creating a Job and its per-run Secret (here the Secret's create fails,
+/// as a crash at that point would leave it) is repaired by the next pass: the Secret is written
+/// late and the same Job runs, well before a never-startable Job would be deleted and replaced by
+/// a second Job of the same attempt (found by the fault harness, tests/chaos.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_left_without_its_per_run_secret_gets_it_from_the_next_pass() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("late-secret").await.unwrap();
+    identity(&client, "id-late-secret", &[ns.as_str()], "planted-late-1").await;
+    // After the first Job create, the next Secret create (the per-run Secret's) goes nowhere.
+    let (job_posted, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (posted, fail) = (job_posted.clone(), failed.clone());
+    let failing = client_mapping(env, move |mut req: http::Request<kube::client::Body>| {
+        let path = req.uri().path().to_owned();
+        if req.method() == http::Method::POST && path.ends_with("/jobs") {
+            posted.fetch_add(1, Ordering::SeqCst);
+        } else if req.method() == http::Method::POST
+            && path.ends_with("/secrets")
+            && posted.load(Ordering::SeqCst) == 1
+            && fail.fetch_add(1, Ordering::SeqCst) == 0
+        {
+            *req.uri_mut() = format!("{path}-lost").parse().unwrap();
+        }
+        req
+    })
+    .await;
+    let _mgr = start_manager(&failing, &ns, &images, "manager-late-secret");
+    let started = std::time::Instant::now();
+    cluster(&client, &ns, "late", "id-late-secret", &images.cluster).await;
+    let job = eventually(LONG, "the apply Job", || async {
+        jobs_of(&client, &ns, "late").await.first().cloned()
+    })
+    .await;
+    wait_ready(&client, &ns, "TerraformCluster", "late", "True", LONG).await;
+    assert!(
+        failed.load(Ordering::SeqCst) >= 1,
+        "the per-run Secret's create was lost"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(50),
+        "Ready only after {:?}: the Job waited to be judged stuck",
+        started.elapsed()
+    );
+    let jobs = jobs_of(&client, &ns, "late").await;
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].metadata.uid, job.metadata.uid, "the same Job ran");
+    assert_eq!(job_posted.load(Ordering::SeqCst), 1, "one Job created");
+}
+
 /// Under the cluster operation gate a machine's apply waits for its cluster's running apply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_apply_waits_for_the_cluster_apply() {
@@ -620,28 +672,19 @@ async fn steady_state_reconcile_requests() {
                 && !path.contains(&own_ns)
                 && !path.contains("/namespaces/id-steady-creds/"))
     };
-    let kc = kube::config::Kubeconfig::read_from(&env.endpoints().kubeconfig).unwrap();
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .unwrap();
-    let counting = kube::client::ClientBuilder::try_from(config)
-        .unwrap()
-        .with_layer(&tower::util::MapRequestLayer::new(
-            move |req: http::Request<kube::client::Body>| {
-                let watch = req
-                    .uri()
-                    .query()
-                    .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
-                if !watch && !others(req.uri().path()) {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    let line = format!("{} {}", req.method(), req.uri().path());
-                    log.lock().unwrap().push(line);
-                }
-                req
-            },
-        ))
-        .build();
+    let counting = client_mapping(env, move |req: http::Request<kube::client::Body>| {
+        let watch = req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+        if !watch && !others(req.uri().path()) {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let line = format!("{} {}", req.method(), req.uri().path());
+            log.lock().unwrap().push(line);
+        }
+        req
+    })
+    .await;
     let mgr = start_manager(&counting, &ns, &images, "manager-steady");
     let sources = json!({"variablesFrom": [
         {"configMapRef": {"name": "steady-vars"}},
@@ -692,33 +735,125 @@ async fn steady_state_reconcile_requests() {
     assert_eq!(jobs_of(&admin, &ns, "steady").await.len(), 1);
 }
 
-/// Leader election: one manager holds the Lease; another takes it only once it expired.
+/// Leader-election timing for the tests: a 2 s Lease, renewed every 200 ms.
+fn election(ns: &str, identity: &str) -> manager::leader::Election {
+    manager::leader::Election::new(
+        ns.to_owned(),
+        identity.to_owned(),
+        manager::leader::Timing {
+            lease_duration: Duration::from_secs(2),
+            renew_deadline: Duration::from_secs(1),
+            retry_period: Duration::from_millis(200),
+        },
+    )
+}
+
+/// Polls `e.try_acquire` every 100 ms until it holds the Lease; the time it took.
+async fn poll_until_leader(
+    e: &manager::leader::Election,
+    client: &kube::Client,
+    within: Duration,
+) -> Duration {
+    let started = std::time::Instant::now();
+    while !e.try_acquire(client).await.unwrap() {
+        assert!(started.elapsed() < within, "{} never led", e.identity);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    started.elapsed()
+}
+
+/// The Lease's holder and transitions.
+async fn lease_holder(client: &kube::Client, ns: &str) -> (Option<String>, Option<i32>) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let spec = leases
+        .get(manager::leader::LEASE_NAME)
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    (spec.holder_identity, spec.lease_transitions)
+}
+
+/// Leader election: one manager holds the Lease; another takes it only once the holder stopped
+/// renewing it for a lease duration.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_one_manager_leads_and_another_takes_over_an_expired_lease() {
     let env = testenv::TestEnv::shared().expect("test environment starts");
     let client = env.client().await.unwrap();
     let ns = env.namespace("leader").await.unwrap();
-    let election = |identity: &str| manager::leader::Election {
-        namespace: ns.clone(),
-        identity: identity.to_owned(),
-        lease_duration: Duration::from_secs(2),
-        renew_deadline: Duration::from_secs(1),
-        retry_period: Duration::from_millis(200),
-    };
-    let (a, b) = (election("manager-a"), election("manager-b"));
+    let (a, b) = (election(&ns, "manager-a"), election(&ns, "manager-b"));
     assert!(a.try_acquire(&client).await.unwrap());
     assert!(!b.try_acquire(&client).await.unwrap(), "the Lease is held");
     assert!(a.try_acquire(&client).await.unwrap(), "the holder renews");
-    tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(
-        b.try_acquire(&client).await.unwrap(),
-        "an expired Lease is taken over"
+        !b.try_acquire(&client).await.unwrap(),
+        "a renewed Lease is held"
     );
+    // a stops renewing: b waits a whole lease duration from the last change it saw.
+    let waited = poll_until_leader(&b, &client, Duration::from_secs(10)).await;
+    assert!(waited >= Duration::from_secs(2), "taken after {waited:?}");
     assert!(!a.try_acquire(&client).await.unwrap());
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(client.clone(), &ns);
-    let lease = leases.get(manager::leader::LEASE_NAME).await.unwrap();
-    let spec = lease.spec.unwrap();
-    assert_eq!(spec.holder_identity.as_deref(), Some("manager-b"));
-    assert_eq!(spec.lease_transitions, Some(1));
+    let (holder, transitions) = lease_holder(&client, &ns).await;
+    assert_eq!(holder.as_deref(), Some("manager-b"));
+    assert_eq!(transitions, Some(1));
+}
+
+/// Writes the Lease as a holder named `peer` whose clock reads `skew` away from this machine's
+/// would: created if missing, renewed otherwise.
+async fn renew_as_skewed_peer(client: &kube::Client, ns: &str, peer: &str, skew: i64) {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let their_now = k8s_openapi::jiff::Timestamp::now()
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(skew))
+        .unwrap();
+    let spec = json!({"holderIdentity": peer, "leaseDurationSeconds": 2,
+                      "acquireTime": MicroTime(their_now), "renewTime": MicroTime(their_now)});
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": manager::leader::LEASE_NAME}, "spec": spec});
+    let params = PatchParams::apply("skewed-peer").force();
+    leases
+        .patch(manager::leader::LEASE_NAME, &params, &Patch::Apply(&lease))
+        .await
+        .unwrap();
+}
+
+/// Leader election with clocks that disagree by minutes (issue 19): a holder whose clock runs
+/// ten minutes behind keeps the Lease for as long as it renews, though every renew time it
+/// writes looks long expired here; one whose clock runs ten minutes ahead loses the Lease one
+/// lease duration after it stopped renewing, not ten minutes later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_with_a_skewed_clock_keeps_the_lease_while_it_renews_and_loses_it_when_it_stops() {
+    let env = testenv::TestEnv::shared().expect("test environment starts");
+    let client = env.client().await.unwrap();
+
+    let behind = env.namespace("leader-behind").await.unwrap();
+    let b = election(&behind, "manager-b");
+    let renewing = std::time::Instant::now();
+    while renewing.elapsed() < Duration::from_secs(5) {
+        renew_as_skewed_peer(&client, &behind, "behind-peer", -600).await;
+        assert!(
+            !b.try_acquire(&client).await.unwrap(),
+            "took the Lease of a holder that renews with its clock behind"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let waited = poll_until_leader(&b, &client, Duration::from_secs(10)).await;
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "taken after {waited:?}"
+    );
+    assert_eq!(
+        lease_holder(&client, &behind).await.0.as_deref(),
+        Some("manager-b")
+    );
+
+    let ahead = env.namespace("leader-ahead").await.unwrap();
+    renew_as_skewed_peer(&client, &ahead, "ahead-peer", 600).await;
+    let b = election(&ahead, "manager-b");
+    let waited = poll_until_leader(&b, &client, Duration::from_secs(10)).await;
+    assert!(waited >= Duration::from_secs(2), "taken after {waited:?}");
+    assert_eq!(
+        lease_holder(&client, &ahead).await.0.as_deref(),
+        Some("manager-b")
+    );
 }

@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use base64::Engine;
@@ -253,44 +252,19 @@ async fn cluster_and_machines_from_first_apply_to_destroy() {
     assert_eq!(destroyed, 7, "one destroy per object");
     the_run_pipeline_latency_is_populated(&scrape_url).await;
 
-    // Nothing of CAPTF's is left: no state, inputs, run or mirror Secret, no lease.
-    eventually(Duration::from_secs(60), "no CAPTF Secret left", || async {
-        let left: BTreeSet<String> = secrets(&client, &ns)
-            .await
-            .into_iter()
-            .filter_map(|s| s.metadata.name)
-            .filter(|n| n.starts_with("tfstate-") || n.starts_with("captf-"))
-            .collect();
-        left.is_empty().then_some(()).or_else(|| {
-            eprintln!("left: {left:?}");
-            None
-        })
-    })
-    .await;
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
-    let left: Vec<String> = leases
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|l| l.metadata.name)
-        .filter(|n| n.starts_with("captf-") || n.starts_with("lock-tfstate-"))
-        .collect();
-    assert!(left.is_empty(), "leases left: {left:?}");
-    // The orphan sweep took the runner's RBAC with the namespace's last object.
-    eventually(Duration::from_secs(60), "the runner RBAC swept", || async {
-        let sa = get_json_opt(&client, &ns, "v1", "ServiceAccount", "captf-runner").await;
-        let rb = get_json_opt(
-            &client,
-            &ns,
-            "rbac.authorization.k8s.io/v1",
-            "RoleBinding",
-            "captf-runner",
-        )
-        .await;
-        (sa.is_none() && rb.is_none()).then_some(())
-    })
+    // Nothing of CAPTF's is left: no state, inputs, run or mirror Secret, no lease; the orphan
+    // sweep took the runner's RBAC with the namespace's last object.
+    eventually(
+        Duration::from_secs(60),
+        "nothing of CAPTF's left",
+        || async {
+            let left = leftovers(&client, &ns).await;
+            left.is_empty().then_some(()).or_else(|| {
+                eprintln!("left: {left:?}");
+                None
+            })
+        },
+    )
     .await;
 
     mgr.stop().await;
@@ -304,9 +278,7 @@ async fn cluster_and_machines_from_first_apply_to_destroy() {
             "a log line carries {planted} in base64"
         );
     }
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
-    let all =
-        serde_json::to_string(&events.list(&ListParams::default()).await.unwrap().items).unwrap();
+    let all = events_json(&client, &ns).await;
     assert!(!all.contains(credential) && !all.contains(bootstrap_secret));
 }
 

@@ -193,3 +193,68 @@ async fn drift_checks_run_on_their_interval() {
         1
     );
 }
+
+/// Waits until the TerraformCluster's `StateReadable` has `reason`, then checks for a few
+/// seconds that no Job beyond the first apply was started.
+async fn reported_and_nothing_ran(client: &kube::Client, ns: &str, name: &str, reason: &str) {
+    let tc = eventually(LONG, reason, || async {
+        let tc = get_json(client, ns, TC, "TerraformCluster", name).await;
+        (condition(&tc, "StateReadable").map(|c| c.1) == Some(reason.to_owned())).then_some(tc)
+    })
+    .await;
+    assert_eq!(
+        condition(&tc, "StateReadable").unwrap().0,
+        "False",
+        "{tc:#}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let jobs = jobs_of(client, ns, name).await;
+    assert_eq!(jobs.len(), 1, "a Job ran over the {reason} state");
+}
+
+/// A state Secret corrupted, then deleted, under a provisioned object (issue 19): the object
+/// reports `StateCorrupt`, then `StateLost`, and no Job runs over either, though a re-apply is
+/// due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupted_or_deleted_state_is_reported_and_never_applied_over() {
+    use k8s_openapi::api::core::v1::Secret;
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("lost").await.unwrap();
+    identity(&client, "id-lost", &[ns.as_str()], "planted-lost-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-lost");
+    cluster(&client, &ns, "lost", "id-lost", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "lost", "True", LONG).await;
+    let suffix = contract::names::state_suffix(&ns, contract::names::ObjectKind::Cluster, "lost");
+    let state = format!("tfstate-default-{suffix}");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+
+    // Not gzip any more; and a Cluster change the cluster role renders makes a re-apply due.
+    let garbage = k8s_openapi::ByteString(b"this is not a gzip stream".to_vec());
+    secrets
+        .patch(
+            &state,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"tfstate": garbage}})),
+        )
+        .await
+        .unwrap();
+    let clusters: Api<api::capi::Cluster> = Api::namespaced(client.clone(), &ns);
+    clusters
+        .patch(
+            "lost",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"clusterNetwork": {"serviceDomain": "lost.internal"}}})),
+        )
+        .await
+        .unwrap();
+    reported_and_nothing_ran(&client, &ns, "lost", "StateCorrupt").await;
+
+    secrets
+        .delete(&state, &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    poke(&client, &ns, "lost", "after-delete").await;
+    reported_and_nothing_ran(&client, &ns, "lost", "StateLost").await;
+}

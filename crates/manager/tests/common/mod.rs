@@ -568,11 +568,16 @@ pub async fn state_document(
     let suffix = contract::names::state_suffix(ns, kind, name);
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let s = api.get(&format!("tfstate-default-{suffix}")).await.unwrap();
-    let gz = &s.data.unwrap()["tfstate"].0;
+    state_of(&s).unwrap()
+}
+
+/// The gunzipped state document a state Secret holds, `None` when it holds none.
+pub fn state_of(secret: &Secret) -> Option<Value> {
+    let gz = &secret.data.as_ref()?.get("tfstate")?.0;
     let mut d = flate2::read::GzDecoder::new(&gz[..]);
     let mut out = String::new();
-    std::io::Read::read_to_string(&mut d, &mut out).unwrap();
-    serde_json::from_str(&out).unwrap()
+    std::io::Read::read_to_string(&mut d, &mut out).ok()?;
+    serde_json::from_str(&out).ok()
 }
 
 /// The no-op cluster module plus extra Terraform, with `/bin/sh` and `/bin/sleep` for
@@ -1098,4 +1103,69 @@ output "health" {
         })
         .await
         .clone()
+}
+
+/// What CAPTF left in `ns`: its Secrets (state, inputs, run, credential mirror), its leases
+/// (run, cluster, state lock) and the runner's ServiceAccount, Role and RoleBinding.
+pub async fn leftovers(client: &Client, ns: &str) -> Vec<String> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let mut left: Vec<String> = secrets(client, ns)
+        .await
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .filter(|n| n.starts_with("tfstate-") || n.starts_with("captf-"))
+        .map(|n| format!("Secret {n}"))
+        .collect();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    left.extend(
+        leases
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|l| l.metadata.name)
+            .filter(|n| n.starts_with("captf-") || n.starts_with("lock-tfstate-"))
+            .map(|n| format!("Lease {n}")),
+    );
+    for (api_version, kind) in [
+        ("v1", "ServiceAccount"),
+        ("rbac.authorization.k8s.io/v1", "Role"),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ] {
+        if get_json_opt(client, ns, api_version, kind, "captf-runner")
+            .await
+            .is_some()
+        {
+            left.push(format!("{kind} captf-runner"));
+        }
+    }
+    left
+}
+
+/// Every event in `ns`, as one JSON text (for the secret-hygiene checks).
+pub async fn events_json(client: &Client, ns: &str) -> String {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    serde_json::to_string(&events.list(&ListParams::default()).await.unwrap().items).unwrap()
+}
+
+/// An admin client whose every request first goes through `map` (to count requests, or to make
+/// one fail the way a crash at that point would).
+pub async fn client_mapping(
+    env: &TestEnv,
+    map: impl Fn(http::Request<kube::client::Body>) -> http::Request<kube::client::Body>
+    + Clone
+    + Send
+    + Sync
+    + 'static,
+) -> Client {
+    let kc = kube::config::Kubeconfig::read_from(&env.endpoints().kubeconfig).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    kube::client::ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&tower::util::MapRequestLayer::new(map))
+        .build()
 }
