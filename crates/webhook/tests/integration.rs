@@ -1541,3 +1541,143 @@ async fn an_identity_delete_pages_through_a_few_thousand_objects() -> anyhow::Re
     );
     Ok(())
 }
+
+/// The shipped webhook configuration (`config/webhook/manifests.yaml`) as it behaves with the
+/// webhook Deployment down, confined to `ns`: every namespaced kind's webhook, unchanged but for
+/// a name of its own, a `namespaceSelector` for `ns`, a CA, and the Service `captf-webhook-service`
+/// of `ns`, which selects no pod. TerraformClusterIdentity's webhook is left out: it is
+/// cluster-scoped, so no namespace selector could keep it from other tests.
+fn outage_configuration(ns: &str, ca_pem: &str) -> anyhow::Result<Value> {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/webhook");
+    let mut shipped: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(dir.join("manifests.yaml"))?)?;
+    let hooks = shipped["webhooks"].as_array_mut().context("webhooks")?;
+    hooks.retain(|h| h["rules"][0]["scope"] == "Namespaced");
+    for hook in hooks.iter_mut() {
+        let service = hook["clientConfig"]["service"]
+            .as_object_mut()
+            .context("service")?;
+        service.insert("namespace".into(), json!(ns));
+        hook["clientConfig"]["caBundle"] =
+            serde_json::to_value(ByteString(ca_pem.as_bytes().to_vec()))?;
+        hook["namespaceSelector"] = json!({"matchLabels": {"kubernetes.io/metadata.name": ns}});
+    }
+    shipped["metadata"] = json!({"name": format!("captf-outage-{ns}")});
+    Ok(shipped)
+}
+
+/// One object of every namespaced kind, named `name`.
+fn every_namespaced_kind(name: &str, ns: &str) -> Vec<Value> {
+    let mut objects = vec![
+        common::cluster(name, ns),
+        common::machine(name, ns),
+        common::pool(name, ns),
+    ];
+    for kind in Kind::ALL {
+        if kind.name().ends_with("Template") {
+            objects.push(common::template(kind, name, ns));
+        }
+    }
+    objects
+}
+
+fn dynamic_api(client: &Client, ns: &str, obj: &Value) -> Api<kube::api::DynamicObject> {
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    let plural = Kind::ALL
+        .into_iter()
+        .find(|k| k.name() == kind)
+        .map_or_else(String::new, |k| k.plural().to_owned());
+    let gvk = kube::api::GroupVersionKind::gvk(api::GROUP, api::VERSION, kind);
+    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, &plural);
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+/// The webhook Deployment down (issue 19): with the shipped `failurePolicy`, every create and
+/// update of a namespaced Terraform* kind is refused with a message naming the webhook, and
+/// nothing is written: the refused objects do not exist, the updated ones are unchanged.
+#[tokio::test]
+async fn with_the_webhook_down_admission_fails_closed_and_writes_nothing() -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Service;
+    let (_, client, ns) = setup("wh-outage").await?;
+    let before = every_namespaced_kind("before", &ns);
+    for obj in &before {
+        dynamic_api(&client, &ns, obj)
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(obj.clone())?,
+            )
+            .await
+            .with_context(|| format!("creating {} before the outage", obj["kind"]))?;
+    }
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "captf-webhook-service", "namespace": ns},
+        "spec": {"selector": {"app": "no-such-pod"}, "ports": [{"port": 443, "targetPort": 9443}]}}))?;
+    Api::<Service>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &service)
+        .await?;
+    let config = outage_configuration(&ns, &TestCa::new("outage").pem)?;
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let name = format!("captf-outage-{ns}");
+    configs
+        .create(&PostParams::default(), &serde_json::from_value(config)?)
+        .await?;
+    let outcome = fails_closed(&client, &ns, &before).await;
+    configs.delete(&name, &DeleteParams::default()).await?;
+    outcome
+}
+
+/// Every create and update of `before`'s kinds in `ns` refused by the unreachable webhook, and
+/// nothing written.
+async fn fails_closed(client: &Client, ns: &str, before: &[Value]) -> anyhow::Result<()> {
+    let mut refusals = Vec::new();
+    for (obj, during) in before.iter().zip(every_namespaced_kind("during", ns)) {
+        let api = dynamic_api(client, ns, obj);
+        let kind = obj["kind"]
+            .as_str()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let started = Instant::now();
+        let message = loop {
+            match api
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(during.clone())?,
+                )
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.message.contains("failed calling webhook") => {
+                    break s.message;
+                }
+                // The API server's webhook configuration cache has not caught up yet.
+                Ok(_) if started.elapsed() < Duration::from_secs(30) => {
+                    api.delete("during", &DeleteParams::default()).await?;
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                other => anyhow::bail!("{kind} created during the outage: {other:?}"),
+            }
+        };
+        anyhow::ensure!(
+            message.contains(&format!("validation.{kind}.{}", api::GROUP)),
+            "the refusal does not name the webhook: {message}"
+        );
+        anyhow::ensure!(api.get_opt("during").await?.is_none(), "{kind} written");
+        let was = api.get("before").await?;
+        let patch = json!({"metadata": {"labels": {"outage": "changed"}}});
+        let update = api
+            .patch("before", &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        refusals.push(refused(update));
+        let now = api.get("before").await?;
+        anyhow::ensure!(
+            now.metadata.resource_version == was.metadata.resource_version,
+            "{kind} changed during the outage"
+        );
+    }
+    anyhow::ensure!(
+        refusals
+            .iter()
+            .all(|m| m.contains("failed calling webhook")),
+        "{refusals:#?}"
+    );
+    Ok(())
+}
