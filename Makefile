@@ -18,7 +18,7 @@ STATIC := RUSTFLAGS='-C target-feature=+crt-static'
 # Integration tests run the static runner (debug build) inside real Job pods.
 export CAPTF_RUNNER_BIN ?= $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/debug/runner
 
-.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit crds docs-check testbin runner-static runner-static-dev \
+.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit fuzz crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
 	testenv-deps pre-commit-tool mdbook-tool
 
@@ -53,6 +53,13 @@ clippy:
 
 unit: testbin runner-static-dev testenv-deps pre-commit-tool ## All tests of the workspace (integration tests need the test binaries, a static runner, iproute2 and pre-commit).
 	$(CARGO) test --workspace --locked --no-fail-fast
+
+# The fuzz targets run a small number of cases as part of `unit`; CAPTF_FUZZ_CASES raises it.
+fuzz: ## Fuzz longer (issue 19, release build): 10^6 cases of each state, plan and HCL property, 10^5 of result documents and image labels, 10^4 AdmissionReviews.
+	CAPTF_FUZZ_CASES=1000000 $(CARGO) test --release --locked -p captf-contract --test fuzz_state --test fuzz_plan
+	CAPTF_FUZZ_CASES=1000000 $(CARGO) test --release --locked -p tfcapi-lint --test fuzz_hcl
+	CAPTF_FUZZ_CASES=100000 $(CARGO) test --release --locked -p captf-contract --test fuzz_result --test fuzz_image
+	CAPTF_FUZZ_CASES=10000 $(CARGO) test --release --locked -p webhook --test proptest_admission
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
 	$(CARGO) run --locked -q -p captf-api --bin crdgen -- .

@@ -13,7 +13,7 @@ use contract::plan::{
     MAX_PLAN_RESOURCES, PlanAnalysis, PlanError, analyze_plan,
 };
 use contract::result::{DriftDoc, PlanDoc};
-use fuzz_support::{any_json, apply, config, edits, leaf, mutate_bytes};
+use fuzz_support::{config, edited, edits, garbage, leaf, mutate_bytes};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -117,17 +117,12 @@ fn fixture() -> impl Strategy<Value = &'static [u8]> {
 }
 
 fn edited_fixture() -> impl Strategy<Value = Vec<u8>> {
-    (fixture(), edits(PLAN_FIELDS)).prop_map(|(bytes, edits)| {
-        let mut doc: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
-        apply(&mut doc, edits);
-        serde_json::to_vec(&doc).unwrap_or_default()
-    })
+    (fixture(), edits(PLAN_FIELDS)).prop_map(|(bytes, edits)| edited(bytes, edits))
 }
 
 fn any_plan() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
-        prop::collection::vec(any::<u8>(), 0..256),
-        any_json().prop_map(|v| serde_json::to_vec(&v).unwrap_or_default()),
+        garbage(),
         built_plan(),
         edited_fixture(),
         fixture().prop_flat_map(|b| mutate_bytes(b.to_vec())),

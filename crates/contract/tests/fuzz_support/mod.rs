@@ -1,4 +1,5 @@
-//! Shared by the fuzz targets of this crate (issue 19): the case count and JSON strategies.
+//! Shared by the fuzz targets (issue 19) of this crate, `tfcapi-lint` and `webhook` (they include
+//! this file by path): the case count and JSON strategies.
 //!
 //! `CAPTF_FUZZ_CASES` sets the cases each property runs (default [`DEFAULT_CASES`], which keeps
 //! `cargo test` quick); `make fuzz` raises it.
@@ -13,10 +14,15 @@ pub const DEFAULT_CASES: u32 = 256;
 
 /// The proptest configuration every fuzz target runs with.
 pub fn config() -> ProptestConfig {
+    config_or(DEFAULT_CASES)
+}
+
+/// The configuration of a target whose cases default to `default` without `CAPTF_FUZZ_CASES`.
+pub fn config_or(default: u32) -> ProptestConfig {
     let cases = std::env::var("CAPTF_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_CASES);
+        .unwrap_or(default);
     ProptestConfig {
         cases,
         // Shrinking a failure found among a million cases must not run for hours.
@@ -84,6 +90,21 @@ pub fn edits(
         ),
         0..5,
     )
+}
+
+/// Random bytes, or random JSON text.
+pub fn garbage() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..256),
+        any_json().prop_map(|v| serde_json::to_vec(&v).unwrap_or_default()),
+    ]
+}
+
+/// The JSON document `seed` with `edits` applied, as bytes.
+pub fn edited(seed: &[u8], edits: Vec<(&str, Option<Value>)>) -> Vec<u8> {
+    let mut doc: Value = serde_json::from_slice(seed).unwrap_or(Value::Null);
+    apply(&mut doc, edits);
+    serde_json::to_vec(&doc).unwrap_or_default()
 }
 
 /// Applies `edits` to `doc`: a non-object on a pointer's path becomes an object; a numeric
