@@ -55,10 +55,11 @@ unit: testbin runner-static-dev testenv-deps pre-commit-tool ## All tests of the
 	$(CARGO) test --workspace --locked --no-fail-fast
 
 # The fuzz targets run a small number of cases as part of `unit`; CAPTF_FUZZ_CASES raises it.
-fuzz: ## Fuzz longer (issue 19, release build): 10^6 cases of each state, plan and HCL property, 10^5 of result documents and image labels, 10^4 AdmissionReviews.
+fuzz: ## Fuzz longer (issue 19, release build): 10^6 cases of each state, plan and HCL property, 10^5 of result documents, image labels and image layouts, 10^4 AdmissionReviews.
 	CAPTF_FUZZ_CASES=1000000 $(CARGO) test --release --locked -p captf-contract --test fuzz_state --test fuzz_plan
 	CAPTF_FUZZ_CASES=1000000 $(CARGO) test --release --locked -p tfcapi-lint --test fuzz_hcl
 	CAPTF_FUZZ_CASES=100000 $(CARGO) test --release --locked -p captf-contract --test fuzz_result --test fuzz_image
+	CAPTF_FUZZ_CASES=100000 $(CARGO) test --release --locked -p tfcapi-lint --test fuzz_image_manifest
 	CAPTF_FUZZ_CASES=10000 $(CARGO) test --release --locked -p webhook --test proptest_admission
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
