@@ -18,7 +18,7 @@ STATIC := RUSTFLAGS='-C target-feature=+crt-static'
 # Integration tests run the static runner (debug build) inside real Job pods.
 export CAPTF_RUNNER_BIN ?= $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/debug/runner
 
-.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit chaos crds docs-check testbin runner-static runner-static-dev \
+.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit chaos fuzz crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
 	testenv-deps pre-commit-tool mdbook-tool
 
@@ -60,6 +60,14 @@ CHAOS_CYCLES ?= 50
 CHAOS_LANES ?= 5
 chaos: testbin runner-static-dev testenv-deps ## The fault harness: bring-up-and-delete cycles under random manager crashes, then the invariant table (CHAOS_CYCLES=50; CAPTF_CHAOS_SEED=N replays a run).
 	CAPTF_CHAOS_CYCLES=$(CHAOS_CYCLES) CAPTF_CHAOS_LANES=$(CHAOS_LANES) $(CARGO) test --locked -p manager --test chaos -- --nocapture
+
+# The fuzz targets run a small number of cases as part of `unit`; CAPTF_FUZZ_CASES raises it.
+fuzz: ## Fuzz longer (issue 19, release build): 10^6 cases of each state, plan and HCL property, 10^5 of result documents, image labels and image layouts, 10^4 AdmissionReviews.
+	CAPTF_FUZZ_CASES=1000000 $(CARGO) test --release --locked -p captf-contract --test fuzz_state --test fuzz_plan
+	CAPTF_FUZZ_CASES=1000000 $(CARGO) test --release --locked -p tfcapi-lint --test fuzz_hcl
+	CAPTF_FUZZ_CASES=100000 $(CARGO) test --release --locked -p captf-contract --test fuzz_result --test fuzz_image
+	CAPTF_FUZZ_CASES=100000 $(CARGO) test --release --locked -p tfcapi-lint --test fuzz_image_manifest
+	CAPTF_FUZZ_CASES=10000 $(CARGO) test --release --locked -p webhook --test proptest_admission
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
 	$(CARGO) run --locked -q -p captf-api --bin crdgen -- .

@@ -184,6 +184,16 @@ impl Image {
         self
     }
 
+    /// The image config document.
+    pub fn config(&self) -> Value {
+        json!({
+            "architecture": self.platform.1,
+            "os": self.platform.0,
+            "config": { "User": self.user, "Labels": self.labels },
+            "rootfs": { "type": "layers", "diff_ids": [] },
+        })
+    }
+
     /// Sets the config's platform.
     pub fn arch(mut self, arch: &str) -> Self {
         arch.clone_into(&mut self.platform.1);
@@ -193,6 +203,16 @@ impl Image {
 
 fn digest(data: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(data)))
+}
+
+/// An image manifest document of a config and layers (descriptors).
+pub fn manifest(config: &Value, layers: &[Value]) -> Value {
+    json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": config,
+        "layers": layers,
+    })
 }
 
 /// An OCI layout being written.
@@ -225,32 +245,25 @@ impl LayoutWriter {
         json!({ "mediaType": media_type, "digest": d, "size": data.len() })
     }
 
-    /// Writes an image's layers, config and manifest; returns the manifest descriptor.
-    pub fn image(&self, image: &Image) -> Value {
-        let layers: Vec<Value> = image
+    /// Writes an image's layers; returns their descriptors.
+    pub fn layers(&self, image: &Image) -> Vec<Value> {
+        image
             .layers
             .iter()
             .map(|items| self.blob("application/vnd.oci.image.layer.v1.tar+gzip", &layer(items)))
-            .collect();
-        let config = json!({
-            "architecture": image.platform.1,
-            "os": image.platform.0,
-            "config": { "User": image.user, "Labels": image.labels },
-            "rootfs": { "type": "layers", "diff_ids": [] },
-        });
+            .collect()
+    }
+
+    /// Writes an image's layers, config and manifest; returns the manifest descriptor.
+    pub fn image(&self, image: &Image) -> Value {
+        let layers = self.layers(image);
         let config = self.blob(
             "application/vnd.oci.image.config.v1+json",
-            &serde_json::to_vec(&config).unwrap(),
+            &serde_json::to_vec(&image.config()).unwrap(),
         );
-        let manifest = json!({
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": config,
-            "layers": layers,
-        });
         self.blob(
             "application/vnd.oci.image.manifest.v1+json",
-            &serde_json::to_vec(&manifest).unwrap(),
+            &serde_json::to_vec(&manifest(&config, &layers)).unwrap(),
         )
     }
 
