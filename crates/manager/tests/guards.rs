@@ -361,7 +361,6 @@ async fn a_job_left_without_its_per_run_secret_gets_it_from_the_next_pass() {
     })
     .await;
     let _mgr = start_manager(&failing, &ns, &images, "manager-late-secret");
-    let started = std::time::Instant::now();
     cluster(&client, &ns, "late", "id-late-secret", &images.cluster).await;
     let job = eventually(LONG, "the apply Job", || async {
         jobs_of(&client, &ns, "late").await.first().cloned()
@@ -372,14 +371,10 @@ async fn a_job_left_without_its_per_run_secret_gets_it_from_the_next_pass() {
         failed.load(Ordering::SeqCst) >= 1,
         "the per-run Secret's create was lost"
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(50),
-        "Ready only after {:?}: the Job waited to be judged stuck",
-        started.elapsed()
-    );
     let jobs = jobs_of(&client, &ns, "late").await;
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].metadata.uid, job.metadata.uid, "the same Job ran");
+    // A Job judged stuck (a minute without a pod) would have been replaced by a second one.
     assert_eq!(job_posted.load(Ordering::SeqCst), 1, "one Job created");
 }
 
@@ -785,12 +780,15 @@ async fn only_one_manager_leads_and_another_takes_over_an_expired_lease() {
     assert!(a.try_acquire(&client).await.unwrap());
     assert!(!b.try_acquire(&client).await.unwrap(), "the Lease is held");
     assert!(a.try_acquire(&client).await.unwrap(), "the holder renews");
+    // Taken before b reads the renewed Lease, so never after the moment b saw the change.
+    let before_b_saw = std::time::Instant::now();
     assert!(
         !b.try_acquire(&client).await.unwrap(),
         "a renewed Lease is held"
     );
     // a stops renewing: b waits a whole lease duration from the last change it saw.
-    let waited = poll_until_leader(&b, &client, Duration::from_secs(10)).await;
+    poll_until_leader(&b, &client, Duration::from_secs(10)).await;
+    let waited = before_b_saw.elapsed();
     assert!(waited >= Duration::from_secs(2), "taken after {waited:?}");
     assert!(!a.try_acquire(&client).await.unwrap());
     let (holder, transitions) = lease_holder(&client, &ns).await;
