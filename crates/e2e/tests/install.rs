@@ -302,11 +302,12 @@ async fn clusterctl_init_installs_captf_with_cluster_api_and_cert_manager_as_pod
         &vars,
     )?;
     let init = init.elapsed();
+    // The CA first: cert-manager's cainjector writes it after `clusterctl init` returns.
+    let ns = env.namespace("installed").await?;
+    wait_webhooks_trusted(&kube, &ns).await?;
     check_captf_pods(&env, &kube).await?;
 
     // 5: the Quick Start against that install.
-    let ns = env.namespace("installed").await?;
-    wait_webhooks_trusted(&kube, &ns).await?;
     check_webhook_called(&kube, &ns).await?;
     let images = Images {
         runner: format!("{registry}/you/cluster-api-provider-terraform-runner:{VERSION}"),

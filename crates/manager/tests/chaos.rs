@@ -229,15 +229,10 @@ fn label(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, key:
 
 /// `Complete` or `Failed` once the Job finished, else empty.
 fn finished(job: &Job) -> String {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-        })
-        .map(|c| c.type_.clone())
+    manager::bookkeeping::finished_condition(job)
+        .map(|(complete, ..)| if complete { "Complete" } else { "Failed" })
         .unwrap_or_default()
+        .to_owned()
 }
 
 impl Seen {

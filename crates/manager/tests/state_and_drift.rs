@@ -227,7 +227,7 @@ async fn a_corrupted_or_deleted_state_is_reported_and_never_applied_over() {
     cluster(&client, &ns, "lost", "id-lost", &images.cluster).await;
     wait_ready(&client, &ns, "TerraformCluster", "lost", "True", LONG).await;
     let suffix = contract::names::state_suffix(&ns, contract::names::ObjectKind::Cluster, "lost");
-    let state = format!("tfstate-default-{suffix}");
+    let state = contract::names::state_secret_name(&suffix);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
 
     // Not gzip any more; and a Cluster change the cluster role renders makes a re-apply due.
