@@ -13,6 +13,7 @@ use rcgen::{
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -48,7 +49,11 @@ pub struct Endpoints {
 #[derive(Debug)]
 pub struct ControlPlane {
     endpoints: Endpoints,
-    processes: Vec<(&'static str, Child)>,
+    /// The processes by name, behind a lock: a fault test restarts the API server and pauses
+    /// etcd through a shared environment (see [`ControlPlane::restart_api_server`]).
+    processes: Mutex<Vec<(&'static str, Child)>>,
+    /// The API server's binary and arguments, to start it again the same way.
+    api_server: (PathBuf, Vec<String>),
 }
 
 fn write(path: &Path, contents: &str) -> anyhow::Result<()> {
@@ -166,8 +171,12 @@ pub(crate) fn spawn(
     binary: &Path,
     args: &[String],
 ) -> anyhow::Result<Child> {
-    let log = std::fs::File::create(dir.join(format!("{name}.log")))
-        .with_context(|| format!("creating {name}.log"))?;
+    // Appended to: a process started again (the API server after a fault) keeps its history.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{name}.log")))
+        .with_context(|| format!("opening {name}.log"))?;
     let err = log.try_clone()?;
     let mut cmd = Command::new(binary);
     cmd.args(args).stdin(Stdio::null()).stdout(log).stderr(err);
@@ -198,7 +207,8 @@ impl ControlPlane {
                 ca_file: pki.ca.clone(),
                 dir: dir.clone(),
             },
-            processes: Vec::new(),
+            processes: Mutex::new(Vec::new()),
+            api_server: (PathBuf::new(), Vec::new()),
         };
 
         let etcd_client = free_loopback_port()?;
@@ -219,43 +229,40 @@ impl ControlPlane {
                 "--log-level=warn".into(),
             ],
         )?;
-        cp.processes.push(("etcd", etcd));
+        cp.push("etcd", etcd);
 
         let port = free_loopback_port()?;
         let server = format!("https://127.0.0.1:{port}");
         cp.endpoints.server.clone_from(&server);
         cp.endpoints.port = port;
-        let apiserver = spawn(
-            &dir,
-            "kube-apiserver",
-            &testbin::path("kube-apiserver")?,
-            &[
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
-                format!("--secure-port={port}"),
-                format!("--cert-dir={}", dir.join("pki").display()),
-                format!("--tls-cert-file={}", pki.serving_cert.display()),
-                format!("--tls-private-key-file={}", pki.serving_key.display()),
-                format!("--client-ca-file={}", pki.ca.display()),
-                "--authorization-mode=RBAC".into(),
-                "--service-cluster-ip-range=10.0.0.0/24".into(),
-                "--allow-privileged=true".into(),
-                format!("--service-account-issuer={server}"),
-                format!("--service-account-key-file={}", pki.sa_public.display()),
-                format!(
-                    "--service-account-signing-key-file={}",
-                    pki.sa_private.display()
-                ),
-                "--enable-priority-and-fairness=false".into(),
-                // Webhooks, CRD conversion and aggregated APIs by their Service's endpoints (pod
-                // IPs on the pod network): there is no kube-proxy.
-                "--enable-aggregator-routing=true".into(),
-                "--profiling=false".into(),
-                "--v=1".into(),
-            ],
-        )?;
-        cp.processes.push(("kube-apiserver", apiserver));
+        let api_server_args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={port}"),
+            format!("--cert-dir={}", dir.join("pki").display()),
+            format!("--tls-cert-file={}", pki.serving_cert.display()),
+            format!("--tls-private-key-file={}", pki.serving_key.display()),
+            format!("--client-ca-file={}", pki.ca.display()),
+            "--authorization-mode=RBAC".into(),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--allow-privileged=true".into(),
+            format!("--service-account-issuer={server}"),
+            format!("--service-account-key-file={}", pki.sa_public.display()),
+            format!(
+                "--service-account-signing-key-file={}",
+                pki.sa_private.display()
+            ),
+            "--enable-priority-and-fairness=false".into(),
+            // Webhooks, CRD conversion and aggregated APIs by their Service's endpoints (pod
+            // IPs on the pod network): there is no kube-proxy.
+            "--enable-aggregator-routing=true".into(),
+            "--profiling=false".into(),
+            "--v=1".into(),
+        ];
+        cp.api_server = (testbin::path("kube-apiserver")?, api_server_args);
+        let apiserver = spawn(&dir, "kube-apiserver", &cp.api_server.0, &cp.api_server.1)?;
+        cp.push("kube-apiserver", apiserver);
 
         let kubeconfig = kubeconfig_yaml(
             &server,
@@ -283,7 +290,7 @@ impl ControlPlane {
                 "--v=1".into(),
             ],
         )?;
-        cp.processes.push(("kube-controller-manager", kcm));
+        cp.push("kube-controller-manager", kcm);
         cp.wait_ready(started)?;
         tracing::info!(
             server = %cp.endpoints.server,
@@ -300,7 +307,7 @@ impl ControlPlane {
 
     /// Fails with the tail of a process's log when it has exited.
     fn check_alive(&mut self) -> anyhow::Result<()> {
-        for (name, child) in &mut self.processes {
+        for (name, child) in self.processes().iter_mut() {
             if let Some(status) = child.try_wait()? {
                 let log = std::fs::read_to_string(self.endpoints.dir.join(format!("{name}.log")))
                     .unwrap_or_default();
@@ -388,10 +395,82 @@ impl ControlPlane {
 
     /// Stops every process (SIGTERM, then SIGKILL after five seconds).
     pub fn stop(&mut self) {
-        for (_, child) in self.processes.iter_mut().rev() {
+        let mut processes = self.processes();
+        for (_, child) in processes.iter_mut().rev() {
             terminate(child);
         }
-        self.processes.clear();
+        processes.clear();
+    }
+
+    /// The processes, even if a panic elsewhere poisoned their lock.
+    fn processes(&self) -> std::sync::MutexGuard<'_, Vec<(&'static str, Child)>> {
+        self.processes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn push(&self, name: &'static str, child: Child) {
+        self.processes().push((name, child));
+    }
+
+    /// The process id of `name`.
+    fn pid_of(&self, name: &str) -> anyhow::Result<nix::unistd::Pid> {
+        let processes = self.processes();
+        let (_, child) = processes
+            .iter()
+            .find(|(n, _)| *n == name)
+            .with_context(|| format!("no {name} process"))?;
+        Ok(nix::unistd::Pid::from_raw(i32::try_from(child.id())?))
+    }
+
+    /// A fault (issue 19): kills the API server with SIGKILL, as a crashed or restarted node
+    /// would, and starts it again at once on the same port, with the same certificates and
+    /// etcd. It returns as soon as the new process runs; [`ControlPlane::wait_api_ready`] waits
+    /// until it serves again. Clients see refused connections and broken watches meanwhile.
+    pub fn restart_api_server(&self) -> anyhow::Result<()> {
+        let mut processes = self.processes();
+        let slot = processes
+            .iter_mut()
+            .find(|(n, _)| *n == "kube-apiserver")
+            .context("no kube-apiserver process")?;
+        let _ = slot.1.kill();
+        let _ = slot.1.wait();
+        let (binary, args) = &self.api_server;
+        slot.1 = spawn(&self.endpoints.dir, "kube-apiserver", binary, args)?;
+        Ok(())
+    }
+
+    /// Polls the API server's `/readyz` until it answers `ok`, for at most `timeout`.
+    pub async fn wait_api_ready(&self, timeout: Duration) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        let mut last_error = String::new();
+        while started.elapsed() < timeout {
+            let ready = async {
+                let client = self.client().await?;
+                let req = http::Request::get("/readyz").body(Vec::new())?;
+                anyhow::Ok(client.request_text(req).await? == "ok")
+            };
+            match ready.await {
+                Ok(true) => return Ok(started.elapsed()),
+                Ok(false) => {}
+                Err(e) => last_error = format!("{e:#}"),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        bail!("the API server was not ready within {timeout:?} (last error: {last_error})")
+    }
+
+    /// A fault (issue 19): stops etcd with SIGSTOP, so every API request that reaches it hangs,
+    /// until [`ControlPlane::resume_etcd`].
+    pub fn pause_etcd(&self) -> anyhow::Result<()> {
+        nix::sys::signal::kill(self.pid_of("etcd")?, nix::sys::signal::Signal::SIGSTOP)?;
+        Ok(())
+    }
+
+    /// Lets a paused etcd run again (SIGCONT).
+    pub fn resume_etcd(&self) -> anyhow::Result<()> {
+        nix::sys::signal::kill(self.pid_of("etcd")?, nix::sys::signal::Signal::SIGCONT)?;
+        Ok(())
     }
 }
 

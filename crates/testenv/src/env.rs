@@ -220,6 +220,11 @@ impl TestEnv {
         self.capi.as_ref()
     }
 
+    /// The control plane, for a fault test that restarts its API server or pauses etcd.
+    pub fn control_plane(&self) -> &ControlPlane {
+        &self.control_plane
+    }
+
     /// Files and endpoints of the control plane.
     pub fn endpoints(&self) -> &Endpoints {
         self.control_plane.endpoints()

@@ -424,20 +424,32 @@ async fn bind(client: kube::Client, pod: Arc<Pod>, node: String) {
         },
     };
     let api: Api<Pod> = Api::namespaced(client, &ns);
-    match api
-        .create_subresource::<_, serde_json::Value>(
-            "binding",
-            &name,
-            &PostParams::default(),
-            &binding,
-        )
-        .await
-    {
-        Ok(_) => debug!(namespace = %ns, pod = %name, %node, "pod bound"),
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {}
-        Err(e) => warn!(namespace = %ns, pod = %name, error = %e, "binding pod"),
+    // Retried while the API server cannot take it (restarting, etcd paused), as a scheduler
+    // retries: a pod never bound would never run.
+    let started = std::time::Instant::now();
+    loop {
+        match api
+            .create_subresource::<_, serde_json::Value>(
+                "binding",
+                &name,
+                &PostParams::default(),
+                &binding,
+            )
+            .await
+        {
+            Ok(_) => return debug!(namespace = %ns, pod = %name, %node, "pod bound"),
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => return,
+            Err(e) if started.elapsed() < BIND_RETRY => {
+                warn!(namespace = %ns, pod = %name, error = %e, "binding pod; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return warn!(namespace = %ns, pod = %name, error = %e, "binding pod"),
+        }
     }
 }
+
+/// How long binding a pod is retried while the API server cannot take it.
+const BIND_RETRY: Duration = Duration::from_secs(120);
 
 struct WorkerHandle {
     tx: watch::Sender<Option<Arc<Pod>>>,

@@ -29,6 +29,9 @@ use super::status::{
 };
 use super::volumes::PodVolumes;
 
+/// How long a pod status write is retried while the API server cannot take it.
+const STATUS_RETRY: Duration = Duration::from_secs(120);
+
 /// Why a pod's containers are being stopped.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Stop {
@@ -541,18 +544,29 @@ impl Worker {
             &pod_ip,
         );
         let patch = serde_json::json!({ "status": status });
-        match self
-            .api()
-            .patch_status(
-                &self.name,
-                &PatchParams::default(),
-                &Patch::Strategic(patch),
-            )
-            .await
-        {
-            Ok(_) => debug!(phase = self.phase, "status written"),
-            Err(kube::Error::Api(e)) if e.code == 404 => debug!("pod gone; status not written"),
-            Err(e) => warn!(error = %e, "writing pod status"),
+        // Retried while the API server cannot take it (restarting, etcd paused), as a kubelet's
+        // status manager retries: a terminal status never written would leave the Job running.
+        let started = Instant::now();
+        loop {
+            match self
+                .api()
+                .patch_status(
+                    &self.name,
+                    &PatchParams::default(),
+                    &Patch::Strategic(&patch),
+                )
+                .await
+            {
+                Ok(_) => return debug!(phase = self.phase, "status written"),
+                Err(kube::Error::Api(e)) if e.code == 404 => {
+                    return debug!("pod gone; status not written");
+                }
+                Err(e) if started.elapsed() < STATUS_RETRY => {
+                    warn!(error = %e, "writing pod status; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => return warn!(error = %e, "writing pod status; giving up"),
+            }
         }
     }
 
