@@ -36,6 +36,15 @@ pub struct Timing {
     pub retry_period: Duration,
 }
 
+/// How [`Election::lead`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Led {
+    /// The reconciling returned (the manager was asked to stop).
+    Finished,
+    /// The Lease was lost: the manager must exit so that another one takes over.
+    Lost,
+}
+
 /// One manager's side of the election.
 #[derive(Debug)]
 pub struct Election {
@@ -155,24 +164,88 @@ impl Election {
         }
     }
 
+    /// Waits until this manager holds the Lease, then runs what `reconcile` returns for as long
+    /// as it holds it: the reconciling stops, at whatever await point it has reached, as soon as
+    /// a renewal fails within the renew deadline, and before another manager can take the Lease
+    /// (the renew deadline is shorter than the lease duration another manager waits).
+    pub async fn lead<F>(&self, client: &kube::Client, reconcile: impl FnOnce() -> F) -> Led
+    where
+        F: std::future::Future<Output = ()>,
+    {
+        self.acquire(client).await;
+        let reconciling = reconcile();
+        tokio::select! {
+            () = reconciling => Led::Finished,
+            () = self.hold(client) => Led::Lost,
+        }
+    }
+
     /// Renews the Lease every retry period; returns when a renewal could not succeed within the
     /// renew deadline (leadership lost).
+    ///
+    /// A renewal still in flight at the deadline is abandoned (an API server that hangs, as
+    /// with etcd paused, must not keep this manager leading), and a renewal counts from when it
+    /// was sent, never later than the API server wrote it: another manager waits a whole lease
+    /// duration from when it saw that write, so this one stops first.
     pub async fn hold(&self, client: &kube::Client) {
         let mut last_ok = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(self.timing.retry_period).await;
-            match self.try_acquire(client).await {
-                Ok(true) => last_ok = tokio::time::Instant::now(),
-                Ok(false) => {
+            let sent = tokio::time::Instant::now();
+            let left = self.timing.renew_deadline.saturating_sub(last_ok.elapsed());
+            match tokio::time::timeout(left, self.try_acquire(client)).await {
+                Ok(Ok(true)) => last_ok = sent,
+                Ok(Ok(false)) => {
                     warn!("leadership taken by another manager");
                     return;
                 }
-                Err(e) => warn!(error = %e, "renewing the leader lease"),
+                Ok(Err(e)) => warn!(error = %e, "renewing the leader lease"),
+                Err(_) => warn!("renewing the leader lease: no answer before the renew deadline"),
             }
             if last_ok.elapsed() > self.timing.renew_deadline {
                 warn!("could not renew the leader lease within the renew deadline");
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A renewal that gets no answer (an API server that hangs, as with etcd paused) ends the
+    /// leadership at the renew deadline: a manager must not lead on while another may take over.
+    /// Without the deadline on the renewal, it would wait for the client's read timeout
+    /// (295 s).
+    #[tokio::test]
+    async fn a_renewal_without_an_answer_ends_leadership_at_the_renew_deadline() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Accepts every connection and never answers on it.
+        let silent = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                open.push(conn);
+            }
+        });
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let election = Election::new(
+            "captf-system".into(),
+            "manager-a".into(),
+            Timing {
+                lease_duration: Duration::from_secs(3),
+                renew_deadline: Duration::from_secs(1),
+                retry_period: Duration::from_millis(200),
+            },
+        );
+        let held = tokio::time::timeout(Duration::from_secs(60), election.hold(&client)).await;
+        silent.abort();
+        assert!(
+            held.is_ok(),
+            "still leading 60 s after a renewal went unanswered, with a 1 s renew deadline"
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use manager::context::{Context, Settings};
-use manager::leader::{Election, Timing};
+use manager::leader::{Election, Led, Timing};
 use manager::metrics::Metrics;
 
 // jemalloc with heap sampling from start-up, for `/debug/pprof/heap`.
@@ -241,15 +241,12 @@ async fn main() -> anyhow::Result<()> {
                 retry_period: cli.leader_elect_retry_period,
             },
         );
-        election.acquire(&client).await;
-        let ctx = Context::new(client.clone(), settings, metrics);
-        let lost = {
-            let client = client.clone();
-            async move { election.hold(&client).await }
+        let reconcile = || {
+            let ctx = Context::new(client.clone(), settings, metrics);
+            manager::controller::run(ctx, shutdown_signal())
         };
-        tokio::select! {
-            () = manager::controller::run(ctx, shutdown_signal()) => {}
-            () = lost => bail!("lost the leader Lease; exiting so another manager takes over"),
+        if Box::pin(election.lead(&client, reconcile)).await == Led::Lost {
+            bail!("lost the leader Lease; exiting so another manager takes over");
         }
     } else {
         let ctx = Context::new(client, settings, metrics);
