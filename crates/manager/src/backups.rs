@@ -45,6 +45,8 @@ pub struct Backup {
     pub inputs_hash: Option<String>,
     /// When it was taken.
     pub taken_at: Option<Timestamp>,
+    /// The lineage of the backed-up state (`captf.io/state-backup-lineage`).
+    pub lineage: Option<String>,
 }
 
 impl Backup {
@@ -76,6 +78,10 @@ impl Backup {
             taken_at: a
                 .get(annotations::STATE_BACKUP_TAKEN_AT)
                 .and_then(|t| t.parse().ok()),
+            lineage: a
+                .get(annotations::STATE_BACKUP_LINEAGE)
+                .filter(|l| !l.is_empty())
+                .cloned(),
         })
     }
 
@@ -86,6 +92,24 @@ impl Backup {
             .map(|i| chunk_secret_name(&base, i))
             .collect()
     }
+}
+
+/// The state `lineage` read is foreign when it differs from the lineage of the object's newest
+/// backup: every state this object's Jobs wrote, and every restore, carries the lineage its
+/// first apply created. `Some` is the `StateReadable` message (lineages are identifiers, not
+/// secrets).
+pub fn foreign_lineage(backups: &[Backup], lineage: &str) -> Option<String> {
+    let newest = backups.first()?;
+    let ours = newest.lineage.as_deref()?;
+    (ours != lineage).then(|| {
+        format!(
+            "The state's lineage {lineage} is not this object's: its newest backup (serial {}) \
+             has lineage {ours}. No Job runs over it; restore a backup with \
+             captf.io/restore-state, or delete this object's older backups if the new state is \
+             the right one",
+            newest.serial
+        )
+    })
 }
 
 /// The object's backups as the cache shows them, newest first (by when they were taken, then by
@@ -457,6 +481,7 @@ mod tests {
             resources: 0,
             inputs_hash: None,
             taken_at,
+            lineage: None,
         };
         let mut v = vec![
             b(9, at("2026-01-01T00:00:00Z")),
@@ -465,5 +490,39 @@ mod tests {
         ];
         newest_first(&mut v);
         assert_eq!(v.iter().map(|b| b.serial).collect::<Vec<_>>(), [3, 9, 4]);
+    }
+
+    #[test]
+    fn a_lineage_other_than_the_newest_backups_is_foreign() {
+        let b = |serial, lineage: Option<&str>| Backup {
+            serial,
+            chunks: 1,
+            resources: 0,
+            inputs_hash: None,
+            taken_at: None,
+            lineage: lineage.map(str::to_owned),
+        };
+        let ours = "8a0c3f52-0000-4000-8000-000000000001";
+        let theirs = "0f0f0f0f-1111-4222-8333-444455556666";
+        // No backup, or one taken before lineages were recorded: nothing to compare with.
+        assert_eq!(foreign_lineage(&[], theirs), None);
+        assert_eq!(foreign_lineage(&[b(3, None)], theirs), None);
+        assert_eq!(foreign_lineage(&[b(3, Some(ours))], ours), None);
+        let message = foreign_lineage(&[b(3, Some(ours)), b(2, Some(theirs))], theirs).unwrap();
+        assert!(message.contains(ours) && message.contains(theirs) && message.contains("serial 3"));
+    }
+
+    #[test]
+    fn a_backups_lineage_is_read_from_its_annotation() {
+        let mut m = meta("captf-state-backup-abc-c-7", "abc-c", "7", "1");
+        m.annotations.as_mut().unwrap().insert(
+            annotations::STATE_BACKUP_LINEAGE.to_owned(),
+            "8a0c3f52-0000-4000-8000-000000000001".to_owned(),
+        );
+        let backup = Backup::of(&m, "abc-c").unwrap();
+        assert_eq!(
+            backup.lineage.as_deref(),
+            Some("8a0c3f52-0000-4000-8000-000000000001")
+        );
     }
 }

@@ -361,53 +361,16 @@ async fn credentials(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error>
 async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
     let view = state::observe(&p.ctx.client, &p.ctx.caches, &p.ns, &p.suffix, &p.uid).await?;
     o.state_created = view.base_created;
-    let kind_name = p.kind_name();
     match &view.reading {
         StateReading::Read(s) => {
-            let lost =
-                p.facts.provisioned() && p.kind == ObjectKind::Machine && s.inputs_hash.is_none();
-            if lost {
-                o.state = StateRead::Lost;
-                p.findings.set(
-                    ctype::STATE_READABLE,
-                    ConditionStatus::False,
-                    reasons::STATE_LOST,
-                    "The provisioned machine's state carries no inputs hash",
-                );
-            } else {
-                o.state = StateRead::Read {
-                    serial: s.serial,
-                    inputs_hash: s.inputs_hash.clone(),
-                };
-                p.findings.set(
-                    ctype::STATE_READABLE,
-                    ConditionStatus::True,
-                    reasons::STATE_READ,
-                    &format!("State serial {} read", s.serial),
-                );
+            match crate::backups::foreign_lineage(&crate::backups::list(p), &s.lineage) {
+                // Not backed up either: the newest backup stays the object's own.
+                Some(message) => state_unreadable(p, o, reasons::STATE_INCONSISTENT, &message),
+                None => state_read(p, o, s),
             }
-            let m = &p.ctx.metrics;
-            m.set_state_bytes(kind_name, &p.ns, &p.name, s.compressed_bytes as i64);
-            m.set_state_resources(kind_name, &p.ns, &p.name, s.managed_resources as i64);
-            p.facts.record(Fact::StateSerial(s.serial));
-            o.summary = Some(s.clone());
         }
         StateReading::NotFound => state_not_found(p, o),
-        StateReading::Unreadable(e) => {
-            let reason = e.reason();
-            if p.findings.reason(ctype::STATE_READABLE) != Some(reason) {
-                p.ctx
-                    .metrics
-                    .state_read_error(kind_name, metric_reason(reason));
-            }
-            p.findings.set(
-                ctype::STATE_READABLE,
-                ConditionStatus::False,
-                reason,
-                &e.to_string(),
-            );
-            o.state = StateRead::Unreadable { reason };
-        }
+        StateReading::Unreadable(e) => state_unreadable(p, o, e.reason(), &e.to_string()),
     }
     p.facts.record(Fact::StateSuffix(p.suffix.clone()));
     if let Some(summary) = o.summary.clone() {
@@ -415,6 +378,55 @@ async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> 
         crate::backups::back_up(p, &summary, source_job.as_deref()).await?;
     }
     Ok(())
+}
+
+/// A state read: `StateReadable=True`, or `StateLost` for a provisioned machine whose state
+/// carries no inputs hash; the serial and the state metrics.
+fn state_read(p: &mut Pass<'_>, o: &mut Observation, s: &StateSummary) {
+    let kind_name = p.kind_name();
+    let lost = p.facts.provisioned() && p.kind == ObjectKind::Machine && s.inputs_hash.is_none();
+    if lost {
+        o.state = StateRead::Lost;
+        p.findings.set(
+            ctype::STATE_READABLE,
+            ConditionStatus::False,
+            reasons::STATE_LOST,
+            "The provisioned machine's state carries no inputs hash",
+        );
+    } else {
+        o.state = StateRead::Read {
+            serial: s.serial,
+            inputs_hash: s.inputs_hash.clone(),
+        };
+        p.findings.set(
+            ctype::STATE_READABLE,
+            ConditionStatus::True,
+            reasons::STATE_READ,
+            &format!("State serial {} read", s.serial),
+        );
+    }
+    let m = &p.ctx.metrics;
+    m.set_state_bytes(kind_name, &p.ns, &p.name, s.compressed_bytes as i64);
+    m.set_state_resources(kind_name, &p.ns, &p.name, s.managed_resources as i64);
+    p.facts.record(Fact::StateSerial(s.serial));
+    o.summary = Some(Box::new(s.clone()));
+}
+
+/// A state that cannot be trusted: `StateReadable=False` with `reason`, counted once per new
+/// reason; no Job runs over it.
+fn state_unreadable(p: &mut Pass<'_>, o: &mut Observation, reason: &'static str, message: &str) {
+    if p.findings.reason(ctype::STATE_READABLE) != Some(reason) {
+        p.ctx
+            .metrics
+            .state_read_error(p.kind_name(), metric_reason(reason));
+    }
+    p.findings.set(
+        ctype::STATE_READABLE,
+        ConditionStatus::False,
+        reason,
+        message,
+    );
+    o.state = StateRead::Unreadable { reason };
 }
 
 /// No state Secret: lost for a provisioned object (unless its destroy succeeded and a cleanup

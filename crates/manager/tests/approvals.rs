@@ -92,15 +92,7 @@ async fn a_destructive_plan_waits_for_its_inputs_hash_to_be_approved() {
         tc["status"]["lastRun"]["error"]["kind"], "blocked",
         "{tc:#}"
     );
-    let message = tc["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "ApplyJobSucceeded")
-        .unwrap()["message"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let message = condition_message(&tc, "ApplyJobSucceeded");
     assert!(message.contains("terraform_data.slow"), "{message}");
     let hash = message
         .split_whitespace()

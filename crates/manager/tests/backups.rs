@@ -365,3 +365,73 @@ async fn a_restore_of_a_missing_serial_is_refused() {
         2
     );
 }
+
+/// A state Secret replaced by a state of another lineage (issue 19: someone pushed the wrong
+/// state): the object reports `StateReadable=False/StateInconsistent` naming both lineages, no Job
+/// runs over it though a re-apply is due, it is not backed up, and a restore of the object's own
+/// backup puts its lineage back, after which the due apply runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_of_a_foreign_lineage_is_reported_never_applied_over_and_restored() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = slow_image(env).await;
+    let ns = env.namespace("lineage").await.unwrap();
+    identity(&client, "id-lineage", &[ns.as_str()], "planted-lineage-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-lineage");
+    let spec = json!({"variables": {"token": "first"}});
+    cluster_with_spec(&client, &ns, "lineage", "id-lineage", &image, spec).await;
+    let first = applied_and_backed_up(&client, &ns, "lineage", "first").await;
+    let mut doc: Value = serde_json::from_slice(&gunzip(&first)).unwrap();
+    let ours = doc["lineage"].as_str().unwrap().to_owned();
+    let foreign = "0f0f0f0f-1111-4222-8333-444455556666";
+    doc["lineage"] = json!(foreign);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &serde_json::to_vec(&doc).unwrap()).unwrap();
+    let foreign_gz = k8s_openapi::ByteString(gz.finish().unwrap());
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let base = format!("tfstate-default-{}", suffix(&ns, "lineage"));
+    secrets
+        .patch(
+            &base,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"tfstate": foreign_gz}})),
+        )
+        .await
+        .unwrap();
+    let applies_before = op_jobs(&jobs_of(&client, &ns, "lineage").await, "apply").len();
+    set_token(&client, &ns, "lineage", "second").await;
+
+    let tc = eventually(LONG, "the foreign lineage reported", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "lineage").await;
+        (condition(&tc, "StateReadable")
+            == Some(("False".to_owned(), "StateInconsistent".to_owned())))
+        .then_some(tc)
+    })
+    .await;
+    let message = condition_message(&tc, "StateReadable");
+    assert!(
+        message.contains(foreign) && message.contains(&ours),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let applies = op_jobs(&jobs_of(&client, &ns, "lineage").await, "apply").len();
+    assert_eq!(applies, applies_before, "an apply ran over a foreign state");
+    let backed_up = backups(&client, &ns, "lineage").await;
+    assert_eq!(backed_up.len(), 1, "the foreign state was backed up");
+
+    // The runbook's way back: restore the object's own newest backup.
+    annotate(
+        &client,
+        &ns,
+        "lineage",
+        Some(&serial_of(&first).to_string()),
+    )
+    .await;
+    applied_and_backed_up(&client, &ns, "lineage", "second").await;
+    let live: Value =
+        serde_json::from_slice(&gunzip(&live_state(&client, &ns, "lineage").await)).unwrap();
+    assert_eq!(live["lineage"], json!(ours));
+    let tc = get_json(&client, &ns, TC, "TerraformCluster", "lineage").await;
+    assert_eq!(condition(&tc, "StateReadable").unwrap().0, "True");
+}

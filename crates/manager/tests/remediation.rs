@@ -201,15 +201,7 @@ async fn a_refresh_failing_because_the_instance_is_gone_takes_the_shortcut() {
     provisioned_machine(&client, env, &images, &ns, "id-gone", 50).await;
     set_drift_knob(&client, &ns, "gone").await;
     let tm = shortcut_taken(&client, &ns).await;
-    let message = tm["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "InfrastructureHealthy")
-        .unwrap()["message"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let message = condition_message(&tm, "InfrastructureHealthy");
     assert!(
         message.starts_with("The instance is gone: its refresh failed: ")
             && message.contains("Error: Unable to find remote state"),

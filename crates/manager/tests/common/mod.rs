@@ -187,15 +187,8 @@ pub fn start_manager_with(
     instance: &str,
     tune: impl FnOnce(&mut Settings),
 ) -> RunningManager {
-    let mut settings = Settings {
-        runner_image: images.runner.clone(),
-        namespace: Some(ns.to_owned()),
-        instance: instance.to_owned(),
-        ..Settings::default()
-    };
-    tune(&mut settings);
-    let metrics = Metrics::new();
-    let ctx = Context::new(client.clone(), settings, metrics.clone());
+    let ctx = manager_context(client, ns, images, instance, tune);
+    let metrics = ctx.metrics.clone();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         manager::controller::run(ctx, async move {
@@ -208,6 +201,24 @@ pub fn start_manager_with(
         task: Some(task),
         metrics,
     }
+}
+
+/// The context of a manager for `ns` with `client`, its settings changed by `tune`.
+pub fn manager_context(
+    client: &Client,
+    ns: &str,
+    images: &Images,
+    instance: &str,
+    tune: impl FnOnce(&mut Settings),
+) -> Context {
+    let mut settings = Settings {
+        runner_image: images.runner.clone(),
+        namespace: Some(ns.to_owned()),
+        instance: instance.to_owned(),
+        ..Settings::default()
+    };
+    tune(&mut settings);
+    Context::new(client.clone(), settings, Metrics::new())
 }
 
 /// Creates any object from JSON in `ns`; returns it.
@@ -496,6 +507,15 @@ pub fn condition(obj: &Value, type_: &str) -> Option<(String, String)> {
                 c["reason"].as_str().unwrap_or_default().to_owned(),
             )
         })
+}
+
+/// The message of `obj`'s condition `type_` (empty when it has none); panics when there is no
+/// such condition.
+pub fn condition_message(obj: &Value, type_: &str) -> String {
+    let conditions = obj["status"]["conditions"].as_array();
+    let found = conditions.and_then(|cs| cs.iter().find(|c| c["type"] == type_));
+    let found = found.unwrap_or_else(|| panic!("no {type_} condition: {obj:#}"));
+    found["message"].as_str().unwrap_or_default().to_owned()
 }
 
 /// Polls `check` every 250 ms until it returns `Some`, failing after `timeout` with `what`.
