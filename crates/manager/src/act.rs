@@ -513,7 +513,13 @@ async fn lock(
     let check = state::check_lock(client, &p.ns, &p.suffix, p.kind, &p.name).await?;
     let who = match check {
         LockCheck::Free => return Ok(Ok(None)),
-        LockCheck::Stale { id } => return Ok(Ok(Some(id))),
+        LockCheck::Stale { id } if state::exists(client, &p.ns, &p.suffix).await? => {
+            return Ok(Ok(Some(id)));
+        }
+        LockCheck::Stale { id } => {
+            release_lock_before_first_state(p, &id).await?;
+            return Ok(Ok(None));
+        }
         LockCheck::Held { who } => who,
     };
     p.findings.set(
@@ -532,6 +538,23 @@ async fn lock(
     Ok(Err(WaitReason::StateUnreadable {
         reason: reasons::STATE_LOCKED,
     }))
+}
+
+/// A stale lock over an object with no state yet is released by the manager, not by the Job: the
+/// backend's init takes the lock to write the first, empty state, and fails on a held one before
+/// the Job's force-unlock step could run. Counted and announced as a force-unlock.
+async fn release_lock_before_first_state(p: &mut Pass<'_>, id: &str) -> Result<(), Error> {
+    if state::release_stale_lock(&p.ctx.client, &p.ns, &p.suffix, id).await? {
+        p.ctx.metrics.lock_force_unlock(p.kind_name());
+        p.announced.warning(
+            events::FORCE_UNLOCKED,
+            "Released a stale state lock left by one of this object's runner pods: there is no \
+             state yet, and the next Job's init would fail on the lock before it could \
+             force-unlock it"
+                .to_owned(),
+        );
+    }
+    Ok(())
 }
 
 /// The durable inputs, written at an apply's start (with the digest pinned for this image).

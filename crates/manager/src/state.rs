@@ -225,6 +225,44 @@ pub fn named_as_own_pod(pod: &str, kind: ObjectKind, name: &str) -> bool {
     })
 }
 
+/// Whether the object has a state Secret at all (its base Secret).
+pub async fn exists(client: &kube::Client, ns: &str, suffix: &str) -> kube::Result<bool> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    Ok(get_opt(&api, &state_secret_name(suffix)).await?.is_some())
+}
+
+/// Releases the stale lock `id` the way the backend's own unlock does (the Lease's holder
+/// cleared and its lock info removed), only while `id` still holds it: the update carries the
+/// Lease's resourceVersion, so a lock taken meanwhile is never released. `true` when released.
+pub async fn release_stale_lock(
+    client: &kube::Client,
+    ns: &str,
+    suffix: &str,
+    id: &str,
+) -> kube::Result<bool> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let name = state_lock_lease_name(suffix);
+    let Some(mut lease) = get_opt(&leases, &name).await? else {
+        return Ok(false);
+    };
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    if spec.holder_identity.as_deref() != Some(id) {
+        return Ok(false);
+    }
+    spec.holder_identity = None;
+    if let Some(a) = lease.metadata.annotations.as_mut() {
+        a.remove(annotations::TERRAFORM_LOCK_INFO);
+    }
+    match leases
+        .replace(&name, &kube::api::PostParams::default(), &lease)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if crate::kubeutil::is_conflict(&e) || is_not_found(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Reads the lock Lease and decides whether it is free, stale or held. A lock is stale when its
 /// holder (`Who` is `user@pod`) is one of the object's own runner pods that is gone or finished:
 /// by the owner labels of the pod, or once the pod is gone of its Job, or once both are gone by

@@ -154,6 +154,59 @@ async fn a_foreign_lock_is_reported_and_a_stale_own_lock_is_force_unlocked() {
     );
 }
 
+/// A stale lock left by one of the object's own runner pods before any state exists (issue 19:
+/// the fault harness killed a first apply's pod, then every retry failed in `init` with "Error
+/// loading state"): the backend's init must take the lock to write the first state, so the
+/// manager releases the lock itself, the Job runs without `--force-unlock`, and the object gets
+/// Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_own_lock_before_the_first_state_is_released_and_the_first_apply_succeeds() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("firstlock").await.unwrap();
+    identity(
+        &client,
+        "id-firstlock",
+        &[ns.as_str()],
+        "planted-firstlock-1",
+    )
+    .await;
+    let lock_id = "4a7c8b1e-0000-4000-8000-firstlock001";
+    let who = "root@captf-c-fresh-apply-a1-000000-zzzzz";
+    set_lock(&client, &ns, "fresh", lock_id, who).await;
+    let mgr = start_manager(&client, &ns, &images, "manager-firstlock");
+    cluster(&client, &ns, "fresh", "id-firstlock", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "fresh", "True", LONG).await;
+    let applies = op_jobs(&jobs_of(&client, &ns, "fresh").await, "apply");
+    assert_eq!(applies.len(), 1, "the first apply succeeded at once");
+    let args = applies[0]
+        .spec
+        .clone()
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .containers[0]
+        .args
+        .clone()
+        .unwrap();
+    assert!(
+        !args.iter().any(|a| a.starts_with("--force-unlock")),
+        "{args:?}"
+    );
+    let events = events_json(&client, &ns).await;
+    assert!(
+        events.contains("Released a stale state lock") && events.contains("ForceUnlocked"),
+        "{events}"
+    );
+    let enc = mgr.metrics.encode();
+    assert!(
+        enc.contains("captf_lock_force_unlocks_total{kind=\"TerraformCluster\"} 1"),
+        "{enc}"
+    );
+}
+
 /// A drift interval runs drift checks that find nothing on an unchanged no-op module.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_checks_run_on_their_interval() {
