@@ -313,6 +313,22 @@ pub fn chunk_index(base: &str, name: &str) -> Option<usize> {
     digits.parse().ok()
 }
 
+/// Whether `secrets` are what the `kubernetes` backend leaves when its very first write is cut
+/// short: its `Put` creates the base Secret without data, then writes the state into it in a
+/// second request, so a runner stopped between the two leaves exactly one base Secret of the set,
+/// no part, and no `tfstate` key. The backend itself reads that as no state (and writes into it
+/// next time); the manager does too, where [`read_state`] would say `MissingData`.
+pub fn first_write_cut_short(set: StateSet<'_>, secrets: &[StateSecret]) -> bool {
+    match secrets {
+        [only] => {
+            only.name == set.base_name()
+                && set.labels_agree(&only.labels)
+                && !only.data.contains_key(STATE_DATA_KEY)
+        }
+        _ => false,
+    }
+}
+
 /// Reads a state with the default caps.
 pub fn read_state(set: StateSet<'_>, secrets: &[StateSecret]) -> Result<StateSummary, StateError> {
     read_state_with_limits(set, secrets, StateLimits::default())

@@ -4,7 +4,7 @@
 use contract::names::{chunk_secret_name, state_backup_secret_name, state_secret_name};
 use contract::state::{
     Corruption, Inconsistency, MAX_STATE_BYTES, MAX_STATE_CHUNKS, StateError, StateLimits,
-    StateSecret, StateSet, chunk_index, read_state, read_state_with_limits,
+    StateSecret, StateSet, chunk_index, first_write_cut_short, read_state, read_state_with_limits,
 };
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -230,6 +230,30 @@ fn a_chunk_without_the_tfstate_key_is_inconsistent() {
         read_state(live(), &secrets),
         Err(StateError::Inconsistent(Inconsistency::MissingData { .. }))
     ));
+}
+
+/// A lone base Secret with no `tfstate` key is the backend's first write cut short (it creates
+/// the Secret, then writes into it); a part without data, or a base beside parts, is not.
+#[test]
+fn a_lone_base_without_the_tfstate_key_is_a_first_write_cut_short() {
+    let mut lone = single(&state_json());
+    lone[0].data.clear();
+    assert!(first_write_cut_short(live(), &lone));
+    assert!(!first_write_cut_short(live(), &single(&state_json())));
+    assert!(!first_write_cut_short(live(), &[]));
+    let mut foreign = lone.clone();
+    foreign[0]
+        .labels
+        .insert("tfstateSecretSuffix".to_owned(), "another-m".to_owned());
+    assert!(!first_write_cut_short(live(), &foreign));
+    let mut parts = chunked(&gzip(&serde_json::to_vec(&state_json()).unwrap()), 2);
+    parts[0].data.clear();
+    assert!(!first_write_cut_short(live(), &parts));
+    let backup = StateSet::Backup {
+        suffix: SUFFIX,
+        serial: 3,
+    };
+    assert!(!first_write_cut_short(backup, &lone));
 }
 
 #[test]

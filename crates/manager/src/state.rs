@@ -113,6 +113,9 @@ pub fn read(suffix: &str, secrets: &[Secret]) -> StateReading {
         return StateReading::NotFound;
     }
     let plain: Vec<StateSecret> = secrets.iter().map(to_state_secret).collect();
+    if contract::state::first_write_cut_short(StateSet::Live { suffix }, &plain) {
+        return StateReading::NotFound;
+    }
     match read_state(StateSet::Live { suffix }, &plain) {
         Ok(summary) => StateReading::Read(Box::new(summary)),
         Err(StateError::NotFound) => StateReading::NotFound,
@@ -225,10 +228,11 @@ pub fn named_as_own_pod(pod: &str, kind: ObjectKind, name: &str) -> bool {
     })
 }
 
-/// Whether the object has a state Secret at all (its base Secret).
+/// Whether the object has a state: any state Secret but the empty base Secret of the backend's
+/// first write cut short ([`contract::state::first_write_cut_short`]).
 pub async fn exists(client: &kube::Client, ns: &str, suffix: &str) -> kube::Result<bool> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    Ok(get_opt(&api, &state_secret_name(suffix)).await?.is_some())
+    let secrets = list_state_secrets(client, ns, suffix).await?;
+    Ok(!matches!(read(suffix, &secrets), StateReading::NotFound))
 }
 
 /// Releases the stale lock `id` the way the backend's own unlock does (the Lease's holder

@@ -158,7 +158,7 @@ async fn a_foreign_lock_is_reported_and_a_stale_own_lock_is_force_unlocked() {
 /// the fault harness killed a first apply's pod, then every retry failed in `init` with "Error
 /// loading state"): the backend's init must take the lock to write the first state, so the
 /// manager releases the lock itself, the Job runs without `--force-unlock`, and the object gets
-/// Ready.
+/// Ready; likewise when the backend's first write was cut short, leaving an empty base Secret.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_own_lock_before_the_first_state_is_released_and_the_first_apply_succeeds() {
     let (env, images) = setup().await;
@@ -200,9 +200,34 @@ async fn a_stale_own_lock_before_the_first_state_is_released_and_the_first_apply
         events.contains("Released a stale state lock") && events.contains("ForceUnlocked"),
         "{events}"
     );
+
+    // The backend's first write cut short as well (found by the fault harness: its `Put` creates
+    // the base Secret empty, then writes into it): the empty base reads as no state, not as an
+    // inconsistent one, and the first apply writes into it.
+    let suffix = contract::names::state_suffix(&ns, contract::names::ObjectKind::Cluster, "cut");
+    let empty_base = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": contract::names::state_secret_name(&suffix),
+        "annotations": {"encoding": "gzip"},
+        "labels": {"tfstate": "true", "tfstateSecretSuffix": suffix, "tfstateWorkspace": "default",
+                   "app.kubernetes.io/managed-by": "terraform"}}});
+    create(&client, &ns, empty_base).await;
+    set_lock(
+        &client,
+        &ns,
+        "cut",
+        "5b8d9c2f-0000-4000-8000-firstlock002",
+        "root@captf-c-cut-apply-a1-000000-zzzzz",
+    )
+    .await;
+    cluster(&client, &ns, "cut", "id-firstlock", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "cut", "True", LONG).await;
+    assert_eq!(
+        op_jobs(&jobs_of(&client, &ns, "cut").await, "apply").len(),
+        1
+    );
     let enc = mgr.metrics.encode();
     assert!(
-        enc.contains("captf_lock_force_unlocks_total{kind=\"TerraformCluster\"} 1"),
+        enc.contains("captf_lock_force_unlocks_total{kind=\"TerraformCluster\"} 2"),
         "{enc}"
     );
 }
