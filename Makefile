@@ -58,7 +58,7 @@ unit: testbin runner-static-dev testenv-deps pre-commit-tool ## All tests of the
 # Five namespaces side by side: 50 cycles take about 10 minutes on two cores.
 CHAOS_CYCLES ?= 50
 CHAOS_LANES ?= 5
-chaos: testbin runner-static-dev testenv-deps ## The fault harness: bring-up-and-delete cycles under random manager crashes, then the invariant table (CHAOS_CYCLES=50; CAPTF_CHAOS_SEED=N replays a run).
+chaos: testbin runner-static-dev testenv-deps ## The fault harness: bring-up-and-delete cycles under random manager and leader kills, runner pod kills, evictions and SIGTERMs, API-server restarts and etcd pauses, then the invariant table (CHAOS_CYCLES=50; CAPTF_CHAOS_SEED=N replays a run).
 	CAPTF_CHAOS_CYCLES=$(CHAOS_CYCLES) CAPTF_CHAOS_LANES=$(CHAOS_LANES) $(CARGO) test --locked -p manager --test chaos -- --nocapture
 
 # The fuzz targets run a small number of cases as part of `unit`; CAPTF_FUZZ_CASES raises it.

@@ -1,24 +1,32 @@
 //! Fault harness (issue 19): bring-ups and deletions of a TerraformCluster with two
 //! TerraformMachines while the manager is killed at random points (its task aborted, a crash at
-//! whatever await point it had reached) and restarted after a random delay, with the invariants
+//! whatever await point it had reached) and restarted after a random delay; while, in every other
+//! lane, two managers run under leader election and either may be killed, the leader included;
+//! while runner pods are killed (SIGKILL), evicted, or deleted (the runner SIGTERMed mid-run);
+//! and while the API server is restarted and etcd paused under all the lanes. The invariants
 //! of The Reconcile Lifecycle checked after every cycle and reported as a table: at most one Job
 //! per (object, operation, attempt); no two Jobs of one object at once; every object Ready or
 //! the reason it is not; nothing left after deletion (finalizer, Secret, Lease, runner RBAC); a
 //! state serial that never goes backwards and a state never lost before its object is deleted;
-//! no planted secret value in any log line, event, condition or status field.
+//! no planted secret value in any log line, event, condition or status field; and, where two
+//! managers run, never two leading at once.
 //!
 //! `chaos seed: N` is printed first; `CAPTF_CHAOS_SEED=N` replays the same kill and restart
 //! delays (the system's own timing still varies); `CAPTF_CHAOS_CYCLES` sets the number of cycles
 //! (5 by default, `make chaos` runs 50), spread over `CAPTF_CHAOS_LANES` namespaces run side by
-//! side (2 by default, 5 in `make chaos`), each with its own manager.
+//! side (2 by default, 5 in `make chaos`), each with its own managers. The managers' logs are
+//! kept in `<tmp>/captf-chaos-<seed>.log` after a violation, or always with
+//! `CAPTF_CHAOS_KEEP_LOGS=1`.
 //!
 //! Needs root, the test binaries and a static runner (`make runner-static-dev`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,15 +35,38 @@ use common::*;
 use contract::names::{ObjectKind, state_secret_name, state_suffix};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{DeleteParams, EvictParams, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
 const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
-/// How long a cycle's bring-up, and then its deletion, may take under crashes.
-const PHASE: Duration = Duration::from_secs(180);
+/// How long a cycle's bring-up, and then its deletion, may take under faults: a runner pod
+/// killed, or an apply cut by an API-server restart, fails its Job, and the retry comes a minute
+/// later (The Reconcile Lifecycle's retry backoff), two minutes after a second failure.
+const PHASE: Duration = Duration::from_secs(420);
+/// A plain manager is killed 0–4 s after it starts; a candidate under leader election 0–8 s
+/// after (half the kills hit the one that does not lead); either restarts 0–2 s later.
+const LIFE: Duration = Duration::from_secs(4);
+const LIFE_ELECTED: Duration = Duration::from_secs(8);
+const RESTART: Duration = Duration::from_secs(2);
+/// Leader-election timing of the candidates: short, so takeovers happen within a cycle.
+const LEASE: Duration = Duration::from_secs(3);
+const RENEW_DEADLINE: Duration = Duration::from_secs(2);
+const RETRY: Duration = Duration::from_millis(500);
+
+/// The test's own API calls wait behind this while the control plane is faulted: the test plays
+/// Cluster API and the user, whose retries are not under test. The managers and the runner pods,
+/// which are, never wait for it.
+static API_GATE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Runs one of the test's own API calls once the control plane is not being faulted.
+async fn gated<T>(f: impl Future<Output = T>) -> T {
+    let _open = API_GATE.read().await;
+    f.await
+}
 /// How often a cycle looks at its objects (and plays Cluster API).
 const POLL: Duration = Duration::from_millis(200);
 
@@ -95,12 +126,34 @@ struct Figures {
     nothing_left: Tally,
     state_kept: Tally,
     no_planted_secret: Tally,
+    one_leader: Tally,
     cycles: u64,
     kills: u64,
+    leader_kills: u64,
+    /// From a leader's kill to the next manager leading.
+    takeovers: Vec<Duration>,
+    /// Candidates that lost the Lease (they could not renew in time) and exited.
+    leases_lost: u64,
+    pod_faults: BTreeMap<&'static str, u64>,
+    /// The Jobs seen, by how they ended (`Complete`, `Failed`, or deleted unfinished), and how
+    /// many were retries (attempt above 1).
+    job_outcomes: BTreeMap<String, u64>,
+    retries: u64,
+    control_plane: ControlPlaneFaults,
+}
+
+/// The faults injected into the control plane under every lane.
+#[derive(Debug, Default)]
+struct ControlPlaneFaults {
+    api_restarts: u64,
+    /// The longest time from an API server's kill until it served again.
+    api_down_max: Duration,
+    etcd_pauses: u64,
+    etcd_paused: Duration,
 }
 
 impl Figures {
-    fn rows(&self) -> [(&'static str, &Tally); 6] {
+    fn rows(&self) -> [(&'static str, &Tally); 7] {
         [
             (
                 "at most one Job per (object, operation, attempt)",
@@ -123,6 +176,10 @@ impl Figures {
                 "no planted secret in logs, events, conditions, status",
                 &self.no_planted_secret,
             ),
+            (
+                "one leader at a time (sampled every 200 ms)",
+                &self.one_leader,
+            ),
         ]
     }
 
@@ -133,8 +190,19 @@ impl Figures {
         self.nothing_left.merge(other.nothing_left);
         self.state_kept.merge(other.state_kept);
         self.no_planted_secret.merge(other.no_planted_secret);
+        self.one_leader.merge(other.one_leader);
         self.cycles += other.cycles;
         self.kills += other.kills;
+        self.leader_kills += other.leader_kills;
+        self.takeovers.extend(other.takeovers);
+        self.leases_lost += other.leases_lost;
+        for (fault, n) in other.pod_faults {
+            *self.pod_faults.entry(fault).or_default() += n;
+        }
+        for (outcome, n) in other.job_outcomes {
+            *self.job_outcomes.entry(outcome).or_default() += n;
+        }
+        self.retries += other.retries;
     }
 
     fn table(&self, seed: u64, took: Duration) -> String {
@@ -154,12 +222,39 @@ impl Figures {
             )
             .unwrap();
         }
-        write!(
+        writeln!(
             out,
             "cycles: {}, manager kills: {}, seed: {seed}, took: {} s",
             self.cycles,
             self.kills,
             took.as_secs()
+        )
+        .unwrap();
+        let slowest = self.takeovers.iter().max().copied().unwrap_or_default();
+        writeln!(
+            out,
+            "leader kills: {}, takeovers: {} (slowest {:.1} s), leases lost and given up: {}",
+            self.leader_kills,
+            self.takeovers.len(),
+            slowest.as_secs_f64(),
+            self.leases_lost
+        )
+        .unwrap();
+        writeln!(out, "runner pod faults: {:?}", self.pod_faults).unwrap();
+        writeln!(
+            out,
+            "Jobs by outcome: {:?}, retries (attempt > 1): {}",
+            self.job_outcomes, self.retries
+        )
+        .unwrap();
+        let cp = &self.control_plane;
+        write!(
+            out,
+            "API server restarts: {} (longest outage {:.1} s), etcd pauses: {} ({:.1} s in all)",
+            cp.api_restarts,
+            cp.api_down_max.as_secs_f64(),
+            cp.etcd_pauses,
+            cp.etcd_paused.as_secs_f64()
         )
         .unwrap();
         out
@@ -236,8 +331,7 @@ fn finished(job: &Job) -> String {
 }
 
 impl Seen {
-    fn job(&mut self, job: &Job, gone: bool) {
-        let now = Instant::now();
+    fn job(&mut self, job: &Job, gone: bool, now: Instant) {
         let meta = &job.metadata;
         let entry = self
             .jobs
@@ -268,13 +362,13 @@ impl Seen {
         }
     }
 
-    fn secret(&mut self, secret: &Secret, gone: bool) {
+    fn secret(&mut self, secret: &Secret, gone: bool, now: Instant) {
         let name = secret.metadata.name.clone().unwrap_or_default();
         if !name.starts_with("tfstate-default-") {
             return;
         }
         if gone {
-            self.state_gone.insert(name, Instant::now());
+            self.state_gone.insert(name, now);
             return;
         }
         let Some(serial) = state_of(secret).and_then(|d| d["serial"].as_u64()) else {
@@ -290,6 +384,22 @@ impl Seen {
     }
 }
 
+impl Seen {
+    /// After a relist (the watch was broken, as by an API-server restart, and listed again from
+    /// scratch): a Job not listed was deleted while the watch was down, before the list began.
+    fn jobs_relisted(&mut self, listed: &BTreeSet<String>, at: Instant) {
+        for (uid, j) in &mut self.jobs {
+            if j.gone.is_none() && !listed.contains(uid) {
+                j.end.get_or_insert(at);
+                j.gone = Some(at);
+            }
+        }
+    }
+}
+
+/// After a relist: a state Secret not listed is not judged (when it went is unknown).
+fn secrets_relisted(_: &mut Seen, _: &BTreeSet<String>, _: Instant) {}
+
 /// Watches every Job and Secret of a namespace into a [`Seen`], as they appear: the manager
 /// deletes Jobs once bookkept, so a later list would miss them.
 struct Recorder {
@@ -303,12 +413,12 @@ impl Recorder {
         let jobs = record(
             Api::<Job>::namespaced(client.clone(), ns),
             seen.clone(),
-            Seen::job,
+            (Seen::job, Seen::jobs_relisted),
         );
         let secrets = record(
             Api::<Secret>::namespaced(client.clone(), ns),
             seen.clone(),
-            Seen::secret,
+            (Seen::secret, secrets_relisted),
         );
         // Let both watches start before anything is created.
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -327,11 +437,15 @@ impl Drop for Recorder {
     }
 }
 
-fn record<K>(
-    api: Api<K>,
-    seen: Arc<Mutex<Seen>>,
-    on: fn(&mut Seen, &K, bool),
-) -> tokio::task::JoinHandle<()>
+/// What the recorder does with an object (seen, or gone) and after a relist.
+type OnEvents<K> = (
+    fn(&mut Seen, &K, bool, Instant),
+    fn(&mut Seen, &BTreeSet<String>, Instant),
+);
+
+/// Everything a relist lists counts as seen when the list began: the order of a list says
+/// nothing of when its objects changed.
+fn record<K>(api: Api<K>, seen: Arc<Mutex<Seen>>, on: OnEvents<K>) -> tokio::task::JoinHandle<()>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
@@ -339,18 +453,72 @@ where
         let mut events = watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
+        let mut relist: Option<(Instant, BTreeSet<String>)> = None;
         while let Some(e) = events.next().await {
             let mut seen = seen.lock().unwrap();
             match e {
-                Ok(Event::Apply(o) | Event::InitApply(o)) => on(&mut seen, &o, false),
-                Ok(Event::Delete(o)) => on(&mut seen, &o, true),
-                _ => {}
+                Ok(Event::Init) => relist = Some((Instant::now(), BTreeSet::new())),
+                Ok(Event::InitApply(o)) => {
+                    let at = relist.as_ref().map_or_else(Instant::now, |r| r.0);
+                    if let Some((_, listed)) = relist.as_mut() {
+                        listed.insert(o.meta().uid.clone().unwrap_or_default());
+                    }
+                    on.0(&mut seen, &o, false, at);
+                }
+                Ok(Event::InitDone) => {
+                    if let Some((at, listed)) = relist.take() {
+                        on.1(&mut seen, &listed, at);
+                    }
+                }
+                Ok(Event::Apply(o)) => on.0(&mut seen, &o, false, Instant::now()),
+                Ok(Event::Delete(o)) => on.0(&mut seen, &o, true, Instant::now()),
+                Err(_) => {}
             }
         }
     })
 }
 
 /// The manager of one namespace, killed and restarted on a random schedule.
+/// A manager the harness runs: plain, or a candidate under leader election. Dropping it kills it.
+struct Candidate {
+    task: tokio::task::JoinHandle<()>,
+    /// Set once it reconciles: at once for a plain manager, once it leads for a candidate.
+    leads: Arc<AtomicBool>,
+}
+
+impl Drop for Candidate {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One manager's place in a lane: running, or dead until `next`; or running until `next`.
+struct Slot {
+    manager: Option<Candidate>,
+    next: Instant,
+}
+
+/// A runner pod fault.
+#[derive(Debug, Clone, Copy)]
+enum PodFault {
+    /// Deleted with a grace period of 0: the runner is killed mid-run, its state lock left held.
+    Kill,
+    /// Every running runner pod of the lane evicted, as a node drain does.
+    Evict,
+    /// Deleted with its grace period: the runner gets SIGTERM mid-run.
+    Terminate,
+}
+
+impl PodFault {
+    fn name(self) -> &'static str {
+        match self {
+            PodFault::Kill => "pod killed",
+            PodFault::Evict => "pods evicted",
+            PodFault::Terminate => "runner SIGTERMed",
+        }
+    }
+}
+
 struct Chaos {
     /// The test's own client, for what Cluster API and users do.
     client: Client,
@@ -360,14 +528,33 @@ struct Chaos {
     images: Images,
     rng: Rng,
     lane: usize,
-    manager: Option<RunningManager>,
-    next: Instant,
+    /// Two candidates under leader election, or one plain manager.
+    elected: bool,
+    slots: Vec<Slot>,
     starts: u64,
     kills: u64,
+    leader_kills: u64,
+    leader_killed_at: Option<Instant>,
+    takeovers: Vec<Duration>,
+    leases_lost: u64,
+    one_leader: Tally,
+    /// The runner pod fault due in this phase of the cycle, and from when.
+    pod_fault: Option<(Instant, PodFault)>,
+    /// Phases (bring-ups and deletions) begun.
+    phases: u64,
+    pod_faults: BTreeMap<&'static str, u64>,
 }
 
 impl Chaos {
     fn new(clients: (Client, Client), ns: &str, images: Images, lane: usize, seed: u64) -> Self {
+        let elected = lane % 2 == 1;
+        let now = Instant::now();
+        let slots = (0..if elected { 2 } else { 1 })
+            .map(|_| Slot {
+                manager: None,
+                next: now,
+            })
+            .collect();
         let mut chaos = Self {
             client: clients.0,
             manager_client: clients.1,
@@ -375,35 +562,183 @@ impl Chaos {
             images,
             rng: Rng::new(seed),
             lane,
-            manager: None,
-            next: Instant::now(),
+            elected,
+            slots,
             starts: 0,
             kills: 0,
+            leader_kills: 0,
+            leader_killed_at: None,
+            takeovers: Vec::new(),
+            leases_lost: 0,
+            one_leader: Tally::default(),
+            pod_fault: None,
+            phases: 0,
+            pod_faults: BTreeMap::new(),
         };
         chaos.tick();
         chaos
     }
 
-    /// Kills the running manager once its random time has come (after 0–4 s), or starts a new
-    /// one once its random delay is over (0–2 s).
+    /// Starts a manager: plain, or a candidate that reconciles only while it holds the lane's
+    /// Lease (`manager::leader::Election::lead`, as the binary runs it).
+    fn start(&mut self) -> Candidate {
+        self.starts += 1;
+        let instance = format!("chaos-{}-{}", self.lane, self.starts);
+        let ctx = manager_context(
+            &self.manager_client,
+            &self.ns,
+            &self.images,
+            &instance,
+            |_| {},
+        );
+        let leads = Arc::new(AtomicBool::new(false));
+        let flag = leads.clone();
+        let reconcile = move || {
+            flag.store(true, Ordering::SeqCst);
+            manager::controller::run(ctx, std::future::pending())
+        };
+        let task = if self.elected {
+            let election = manager::leader::Election::new(
+                self.ns.clone(),
+                instance,
+                manager::leader::Timing {
+                    lease_duration: LEASE,
+                    renew_deadline: RENEW_DEADLINE,
+                    retry_period: RETRY,
+                },
+            );
+            let client = self.manager_client.clone();
+            tokio::spawn(async move {
+                Box::pin(election.lead(&client, reconcile)).await;
+            })
+        } else {
+            tokio::spawn(reconcile())
+        };
+        Candidate { task, leads }
+    }
+
+    /// Kills each running manager once its random time has come, or starts a dead one once its
+    /// random delay is over. A candidate that lost the Lease has exited, as the binary does, and
+    /// restarts like a killed one.
     fn tick(&mut self) {
-        if Instant::now() < self.next {
+        let now = Instant::now();
+        for i in 0..self.slots.len() {
+            if self.slots[i]
+                .manager
+                .as_ref()
+                .is_some_and(|c| c.task.is_finished())
+            {
+                self.slots[i].manager = None;
+                self.leases_lost += 1;
+                self.slots[i].next = now + self.rng.delay(RESTART);
+            }
+            if now < self.slots[i].next {
+                continue;
+            }
+            if let Some(killed) = self.slots[i].manager.take() {
+                self.kills += 1;
+                if self.elected && killed.leads.load(Ordering::SeqCst) {
+                    self.leader_kills += 1;
+                    self.leader_killed_at = Some(now);
+                }
+                drop(killed);
+                self.slots[i].next = now + self.rng.delay(RESTART);
+            } else {
+                let started = self.start();
+                self.slots[i].manager = Some(started);
+                let life = if self.elected { LIFE_ELECTED } else { LIFE };
+                self.slots[i].next = now + self.rng.delay(life);
+            }
+        }
+        if self.elected {
+            self.watch_leaders(now);
+        }
+    }
+
+    /// Never two live candidates leading at once; the time from a leader's kill to the next
+    /// leader.
+    fn watch_leaders(&mut self, now: Instant) {
+        let leading = self
+            .slots
+            .iter()
+            .filter_map(|s| s.manager.as_ref())
+            .filter(|c| !c.task.is_finished() && c.leads.load(Ordering::SeqCst))
+            .count();
+        self.one_leader.check(leading <= 1, || {
+            format!("lane {}: {leading} managers lead at once", self.lane)
+        });
+        if leading == 1
+            && let Some(killed) = self.leader_killed_at.take()
+        {
+            self.takeovers.push(now - killed);
+        }
+    }
+
+    /// Schedules a runner pod fault 0–4 s into the phase starting now (it hits the first runner
+    /// pod running from then on): in each lane's first two phases, so that two lanes inject all
+    /// three kinds; then with one chance in three.
+    fn plan_pod_fault(&mut self) {
+        let faults = [PodFault::Kill, PodFault::Evict, PodFault::Terminate];
+        let phase = self.phases;
+        self.phases += 1;
+        self.pod_fault = None;
+        let fault = if phase < 2 {
+            faults[(2 * self.lane + usize::try_from(phase).unwrap()) % 3]
+        } else if self.rng.next().is_multiple_of(3) {
+            faults[usize::try_from(self.rng.next() % 3).unwrap()]
+        } else {
+            return;
+        };
+        let at = Instant::now() + self.rng.delay(Duration::from_secs(4));
+        self.pod_fault = Some((at, fault));
+    }
+
+    /// Injects the due runner pod fault into the lane's running runner pods, if one runs.
+    async fn pod_fault(&mut self) {
+        let Some((at, fault)) = self.pod_fault else {
+            return;
+        };
+        if Instant::now() < at {
             return;
         }
-        if let Some(m) = self.manager.take() {
-            m.kill();
-            self.kills += 1;
-            self.next = Instant::now() + self.rng.delay(Duration::from_secs(2));
-        } else {
-            self.starts += 1;
-            let instance = format!("chaos-{}-{}", self.lane, self.starts);
-            self.manager = Some(start_manager(
-                &self.manager_client,
-                &self.ns,
-                &self.images,
-                &instance,
-            ));
-            self.next = Instant::now() + self.rng.delay(Duration::from_secs(4));
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
+        let Ok(list) = gated(pods.list(&ListParams::default())).await else {
+            return;
+        };
+        let running: Vec<String> = list
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        let Some(first) = running.first() else {
+            return;
+        };
+        let hit = match fault {
+            PodFault::Kill => {
+                let now = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..DeleteParams::default()
+                };
+                gated(pods.delete(first, &now)).await.is_ok()
+            }
+            PodFault::Terminate => gated(pods.delete(first, &DeleteParams::default()))
+                .await
+                .is_ok(),
+            PodFault::Evict => {
+                let mut any = false;
+                for name in &running {
+                    any |= gated(pods.evict(name, &EvictParams::default()))
+                        .await
+                        .is_ok();
+                }
+                any
+            }
+        };
+        if hit {
+            *self.pod_faults.entry(fault.name()).or_default() += 1;
+            self.pod_fault = None;
         }
     }
 
@@ -412,8 +747,19 @@ impl Chaos {
         let until = Instant::now() + d;
         while Instant::now() < until {
             self.tick();
-            tokio::time::sleep(POLL.min(until - Instant::now())).await;
+            self.pod_fault().await;
+            tokio::time::sleep(POLL.min(until.saturating_duration_since(Instant::now()))).await;
         }
+    }
+
+    /// The lane's figures of its managers and pod faults.
+    fn into_figures(self, figures: &mut Figures) {
+        figures.kills = self.kills;
+        figures.leader_kills = self.leader_kills;
+        figures.takeovers = self.takeovers;
+        figures.leases_lost = self.leases_lost;
+        figures.pod_faults = self.pod_faults;
+        figures.one_leader.merge(self.one_leader);
     }
 }
 
@@ -475,17 +821,18 @@ impl Cycle {
 async fn bring_up(chaos: &mut Chaos, cycle: &Cycle, figures: &mut Figures) -> Vec<Value> {
     let (client, ns) = (chaos.client.clone(), chaos.ns.clone());
     let identity = format!("id-chaos-{}", chaos.lane);
-    cluster(
+    chaos.plan_pod_fault();
+    gated(cluster(
         &client,
         &ns,
         &cycle.cluster,
         &identity,
         &chaos.images.cluster,
-    )
+    ))
     .await;
     for (i, m) in cycle.machines.iter().enumerate() {
         let value = format!("{}-{m}", cycle.bootstrap);
-        machine(
+        gated(machine(
             &client,
             &ns,
             &cycle.cluster,
@@ -493,20 +840,21 @@ async fn bring_up(chaos: &mut Chaos, cycle: &Cycle, figures: &mut Figures) -> Ve
             &chaos.images.machine,
             i == 0,
             &value,
-        )
+        ))
         .await;
     }
     let deadline = Instant::now() + PHASE;
     let mut provisioned = false;
     loop {
-        let objects = read_objects(&client, &ns, cycle).await;
+        let objects = gated(read_objects(&client, &ns, cycle)).await;
         let ready = |o: &Value| condition(o, "Ready").is_some_and(|c| c.0 == "True");
         if !provisioned && ready(&objects[0]) {
-            capi_cluster_provisioned(&client, &ns, &cycle.cluster).await;
+            gated(capi_cluster_provisioned(&client, &ns, &cycle.cluster)).await;
             provisioned = true;
         }
         let done = objects.iter().all(ready);
         if done || Instant::now() > deadline {
+            chaos.pod_fault = None;
             for o in &objects {
                 figures.ready_or_why.check(ready(o), || {
                     format!(
@@ -543,19 +891,22 @@ async fn read_objects(client: &Client, ns: &str, cycle: &Cycle) -> Vec<Value> {
 /// waits, under crashes, until they are gone and nothing of theirs is left.
 async fn tear_down(chaos: &mut Chaos, cycle: &Cycle, figures: &mut Figures) -> Instant {
     let (client, ns) = (chaos.client.clone(), chaos.ns.clone());
+    chaos.plan_pod_fault();
     let since = Instant::now();
+    let open = API_GATE.read().await;
     delete(&client, &ns, TC, "TerraformCluster", &cycle.cluster).await;
     for m in &cycle.machines {
         delete(&client, &ns, "cluster.x-k8s.io/v1beta2", "Machine", m).await;
         delete(&client, &ns, "v1", "Secret", &format!("{m}-bootstrap")).await;
         delete(&client, &ns, TC, "TerraformMachine", m).await;
     }
+    drop(open);
     let deadline = since + PHASE;
     let mut left = Vec::new();
     while Instant::now() < deadline {
-        left = still_there(&client, &ns, cycle).await;
+        left = gated(still_there(&client, &ns, cycle)).await;
         if left.is_empty() {
-            left = leftovers(&client, &ns).await;
+            left = gated(leftovers(&client, &ns)).await;
         }
         if left.is_empty() {
             break;
@@ -565,13 +916,14 @@ async fn tear_down(chaos: &mut Chaos, cycle: &Cycle, figures: &mut Figures) -> I
     figures.nothing_left.check(left.is_empty(), || {
         format!("cycle {}: after {PHASE:?}: {left:?}", cycle.cluster)
     });
-    delete(
+    chaos.pod_fault = None;
+    gated(delete(
         &client,
         &ns,
         "cluster.x-k8s.io/v1beta2",
         "Cluster",
         &cycle.cluster,
-    )
+    ))
     .await;
     since
 }
@@ -672,6 +1024,7 @@ async fn judge_secrets(client: &Client, ns: &str, cycle: &Cycle, ready: &[Value]
 async fn lane(lane: usize, cycles: u64, seed: u64) -> Figures {
     let (env, images) = setup().await;
     let admin = env.client().await.unwrap();
+    let open = API_GATE.read().await;
     let ns = env.namespace(&format!("chaos-{lane}")).await.unwrap();
     let credential = format!("planted-chaos-credential-{lane}-9b2e71");
     identity(
@@ -682,6 +1035,7 @@ async fn lane(lane: usize, cycles: u64, seed: u64) -> Figures {
     )
     .await;
     let clients = (admin.clone(), manager_client(env, &admin).await);
+    drop(open);
     let recorder = Recorder::start(&admin, &ns).await;
     let mut chaos = Chaos::new(clients, &ns, images, lane, seed);
     let mut figures = Figures::default();
@@ -698,7 +1052,14 @@ async fn lane(lane: usize, cycles: u64, seed: u64) -> Figures {
             deleting,
             &mut figures,
         );
-        judge_secrets(&admin, &ns, &cycle, &ready, &mut figures.no_planted_secret).await;
+        gated(judge_secrets(
+            &admin,
+            &ns,
+            &cycle,
+            &ready,
+            &mut figures.no_planted_secret,
+        ))
+        .await;
         figures.cycles += 1;
         eprintln!(
             "chaos lane {lane}: cycle {n} done, {} kills so far",
@@ -711,13 +1072,70 @@ async fn lane(lane: usize, cycles: u64, seed: u64) -> Figures {
         .state_kept
         .violations
         .extend(seen.rollbacks.iter().cloned());
-    figures.kills = chaos.kills;
+    for j in seen.jobs.values() {
+        let outcome = if j.outcome.is_empty() {
+            "deleted unfinished".to_owned()
+        } else {
+            j.outcome.clone()
+        };
+        *figures.job_outcomes.entry(outcome).or_default() += 1;
+        figures.retries += u64::from(j.attempt.parse::<u64>().is_ok_and(|a| a > 1));
+    }
+    drop(seen);
+    chaos.into_figures(&mut figures);
     figures
 }
 
-/// Bring-ups and deletions, cycle after cycle, while the manager crashes at random points and
-/// comes back after a random delay: no duplicate or overlapping Job, every object Ready, nothing
-/// left after deletion, no state rolled back or lost, no secret shown.
+/// Restarts the API server and pauses etcd under every lane until `done`: the first fault comes
+/// 15–45 s in and is a restart, the second is a pause of 2–6 s, then either, 30–90 s apart. The
+/// test's own API calls wait while a fault lasts ([`API_GATE`]); the managers' and the runner
+/// pods' do not.
+async fn control_plane_faults(
+    env: &'static testenv::TestEnv,
+    seed: u64,
+    mut done: tokio::sync::watch::Receiver<bool>,
+) -> ControlPlaneFaults {
+    let mut rng = Rng::new(seed);
+    let mut faults = ControlPlaneFaults::default();
+    let cp = env.control_plane();
+    let mut wait = Duration::from_secs(15) + rng.delay(Duration::from_secs(30));
+    for n in 0_u64.. {
+        tokio::select! {
+            _ = done.wait_for(|d| *d) => break,
+            () = tokio::time::sleep(wait) => {}
+        }
+        let restart = n == 0 || (n > 1 && rng.next().is_multiple_of(2));
+        let closed = API_GATE.write().await;
+        if restart {
+            let down = Instant::now();
+            cp.restart_api_server().expect("the API server restarts");
+            let took = cp
+                .wait_api_ready(Duration::from_secs(120))
+                .await
+                .expect("the restarted API server serves");
+            eprintln!("chaos: API server restarted, serving again after {took:.1?}");
+            faults.api_restarts += 1;
+            faults.api_down_max = faults.api_down_max.max(down.elapsed());
+        } else {
+            let pause = Duration::from_secs(2) + rng.delay(Duration::from_secs(4));
+            cp.pause_etcd().expect("etcd pauses");
+            tokio::time::sleep(pause).await;
+            cp.resume_etcd().expect("etcd resumes");
+            eprintln!("chaos: etcd paused for {pause:.1?}");
+            faults.etcd_pauses += 1;
+            faults.etcd_paused += pause;
+        }
+        drop(closed);
+        wait = Duration::from_secs(30) + rng.delay(Duration::from_secs(60));
+    }
+    faults
+}
+
+/// Bring-ups and deletions, cycle after cycle, while managers crash at random points and come
+/// back after a random delay (a leader among them), runner pods are killed, evicted and
+/// SIGTERMed, the API server restarts and etcd pauses: no duplicate or overlapping Job, every
+/// object Ready, nothing left after deletion, no state rolled back or lost, no secret shown,
+/// never two leaders.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bring_ups_and_deletions_survive_random_manager_crashes() {
     let seed = env_u64("CAPTF_CHAOS_SEED").unwrap_or_else(|| {
@@ -732,17 +1150,23 @@ async fn bring_ups_and_deletions_survive_random_manager_crashes() {
     let (env, _) = setup().await;
     install_runner_cluster_role(&env.client().await.unwrap()).await;
     let mut rng = Rng::new(seed);
-    let runs = (0..lanes).map(|l| {
-        let share = cycles / lanes + u64::from(l < cycles % lanes);
-        lane(usize::try_from(l).unwrap(), share, rng.next())
-    });
+    let runs: Vec<_> = (0..lanes)
+        .map(|l| {
+            let share = cycles / lanes + u64::from(l < cycles % lanes);
+            lane(usize::try_from(l).unwrap(), share, rng.next())
+        })
+        .collect();
+    let (done, until_done) = tokio::sync::watch::channel(false);
+    let faults = tokio::spawn(control_plane_faults(env, rng.next(), until_done));
     let mut figures = Figures::default();
     for f in futures::future::join_all(runs).await {
         figures.merge(f);
     }
+    done.send(true).unwrap();
+    figures.control_plane = faults.await.unwrap();
     println!("{}", figures.table(seed, started.elapsed()));
     let violations = figures.violations();
-    if !violations.is_empty() {
+    if !violations.is_empty() || std::env::var_os("CAPTF_CHAOS_KEEP_LOGS").is_some() {
         let path = std::env::temp_dir().join(format!("captf-chaos-{seed}.log"));
         std::fs::write(&path, logs()).unwrap();
         println!("the managers' logs: {}", path.display());
