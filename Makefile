@@ -18,7 +18,7 @@ STATIC := RUSTFLAGS='-C target-feature=+crt-static'
 # Integration tests run the static runner (debug build) inside real Job pods.
 export CAPTF_RUNNER_BIN ?= $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/debug/runner
 
-.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit chaos fuzz crds docs-check testbin runner-static runner-static-dev \
+.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit chaos fuzz bench crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
 	testenv-deps pre-commit-tool mdbook-tool
 
@@ -68,6 +68,13 @@ fuzz: ## Fuzz longer (issue 19, release build): 10^6 cases of each state, plan a
 	CAPTF_FUZZ_CASES=100000 $(CARGO) test --release --locked -p captf-contract --test fuzz_result --test fuzz_image
 	CAPTF_FUZZ_CASES=100000 $(CARGO) test --release --locked -p tfcapi-lint --test fuzz_image_manifest
 	CAPTF_FUZZ_CASES=10000 $(CARGO) test --release --locked -p webhook --test proptest_admission
+
+# Benchmarks against their peers, measured in the same run; one table at the end
+# (docs/src/performance.md). tflint, the linter's peer, is built here only: not by `testbin`,
+# so `make test` never builds it. Run it on a quiet machine; `nice -n 19 make bench` when shared.
+bench: testbin testenv-deps ## Benchmarks against their peers (state reader vs gunzip, tfcapi-lint vs tflint, runner vs tofu by hand, webhook latency), then one table.
+	hack/testbin.sh tflint
+	CARGO='$(CARGO)' hack/bench.sh
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
 	$(CARGO) run --locked -q -p captf-api --bin crdgen -- .

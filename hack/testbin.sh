@@ -3,9 +3,9 @@
 # through the Go module proxy. See docs/src/development/test-binaries.md.
 #
 # Usage:
-#   hack/testbin.sh                 build every tool that is not cached yet
+#   hack/testbin.sh                 build every tool that is not cached yet (all but tflint)
 #   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes, kustomize,
-#                                   terraform, cluster-api, cert-manager, promtool)
+#                                   terraform, cluster-api, cert-manager, promtool, tflint)
 #   hack/testbin.sh --rebuild TOOL  delete TOOL's cached directory first, then build it
 #   hack/testbin.sh --print-env     print KEY=PATH lines (no build; paths may not exist yet)
 #   hack/testbin.sh --list          print "tool version dir" lines (no build)
@@ -25,6 +25,7 @@
 #     cert-manager-v1.11.5/cert-manager.yaml   (its install manifest, rendered from its chart by
 #                                               hack/cert-manager-manifest.sh with that helm)
 #     promtool-v0.316.0/promtool
+#     tflint-v0.64.0/tflint      (only when named: `make bench` builds it, `make testbin` does not)
 #   <version> is the version of the tool's main module as pinned in
 #   hack/testbin/<tool>/go.mod (the single source of truth; bump it there + `go mod tidy`).
 #
@@ -35,7 +36,7 @@
 #   CAPTF_TESTBIN_KUBEADM_CONTROL_PLANE_MANAGER, CAPTF_TESTBIN_CLUSTERCTL,
 #   CAPTF_TESTBIN_CERT_MANAGER_CONTROLLER, CAPTF_TESTBIN_CERT_MANAGER_CAINJECTOR,
 #   CAPTF_TESTBIN_CERT_MANAGER_WEBHOOK, CAPTF_TESTBIN_HELM, CAPTF_TESTBIN_CERT_MANAGER_MANIFEST,
-#   CAPTF_TESTBIN_PROMTOOL
+#   CAPTF_TESTBIN_PROMTOOL, CAPTF_TESTBIN_TFLINT
 #
 # Cluster API's CRDs and webhook manifests are not copied anywhere: the test environment reads
 # them from the pinned module in the Go module cache (`--module-dir cluster-api` prints it).
@@ -52,6 +53,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WRAPPERS="$ROOT/hack/testbin"
 TESTBIN="${CAPTF_TESTBIN:-$HOME/.cache/captf/testbin}"
 ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api cert-manager promtool) # build order: fastest useful first
+# Tools built only when named: the peers `make bench` measures against. They stay out of the
+# default build, so `make testbin` (and CI's cold path) never builds them.
+BENCH_TOOLS=(tflint)
 
 # tool -> main module (its version names the directory)
 module_of() {
@@ -65,7 +69,8 @@ module_of() {
     cluster-api) echo sigs.k8s.io/cluster-api ;;
     cert-manager) echo github.com/cert-manager/cert-manager ;;
     promtool) echo github.com/prometheus/prometheus ;;
-    *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]})" >&2; return 1 ;;
+    tflint) echo github.com/terraform-linters/tflint ;;
+    *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]} ${BENCH_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
 
@@ -92,6 +97,7 @@ binaries_of() {
       "cert-manager-webhook=github.com/cert-manager/cert-manager/cmd/webhook" \
       "helm=helm.sh/helm/v3/cmd/helm" ;;
     promtool) echo "promtool=github.com/prometheus/prometheus/cmd/promtool" ;;
+    tflint) echo "tflint=github.com/terraform-linters/tflint" ;;
   esac
 }
 
@@ -239,7 +245,7 @@ env_name() { local b=${1^^}; echo "CAPTF_TESTBIN_${b//-/_}"; }
 print_env() {
   local tool pair
   echo "CAPTF_TESTBIN=$TESTBIN"
-  for tool in "${ALL_TOOLS[@]}"; do
+  for tool in "${ALL_TOOLS[@]}" "${BENCH_TOOLS[@]}"; do
     for pair in $(binaries_of "$tool"); do
       echo "$(env_name "${pair%%=*}")=$(dir_of "$tool")/${pair%%=*}"
     done
@@ -253,7 +259,7 @@ main() {
     case "$1" in
       --print-env) print_env; return ;;
       --module-dir) shift; module_of "${1:?--module-dir needs a tool}" >/dev/null; module_dir "$1"; return ;;
-      --list) for tool in "${ALL_TOOLS[@]}"; do echo "$tool $(version_of "$tool") $(dir_of "$tool")"; done; return ;;
+      --list) for tool in "${ALL_TOOLS[@]}" "${BENCH_TOOLS[@]}"; do echo "$tool $(version_of "$tool") $(dir_of "$tool")"; done; return ;;
       --rebuild) rebuild=1 ;;
       -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; return ;;
       -*) echo "testbin: unknown option $1" >&2; return 2 ;;

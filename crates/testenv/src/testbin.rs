@@ -81,6 +81,13 @@ const TOOLS: &[Tool] = &[
         go_mod: include_str!("../../../hack/testbin/promtool/go.mod"),
         binaries: &["promtool"],
     },
+    // Built only for `make bench` (`hack/testbin.sh tflint`), not by `make testbin`.
+    Tool {
+        name: "tflint",
+        module: "github.com/terraform-linters/tflint",
+        go_mod: include_str!("../../../hack/testbin/tflint/go.mod"),
+        binaries: &["tflint"],
+    },
 ];
 
 /// The root directory of the test binaries.

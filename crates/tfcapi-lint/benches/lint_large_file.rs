@@ -15,72 +15,17 @@
 //!
 //! Run: `cargo bench -p tfcapi-lint --bench lint_large_file`.
 
+mod generated;
+
 use criterion::{BenchmarkId, Criterion, SamplingMode};
+use generated::large_file_module as module;
 use std::hint::black_box;
-use std::path::Path;
 use std::time::Duration;
 use tfcapi_lint::module::{SourceFile, lint_sources};
 use tfcapi_lint::role::Role;
 
 const SIZES_MB: [usize; 3] = [1, 10, 50];
 const CHILD: &str = "LINT_BENCH_CHILD";
-
-fn block(i: usize) -> String {
-    format!(
-        r#"variable "size_{i}" {{
-  type    = number
-  default = {i}
-}}
-
-locals {{
-  name_{i}  = "${{var.captf_object.name}}-{i}"
-  zones_{i} = [for z in ["a", "b"] : upper(z) if z != ""]
-}}
-
-resource "terraform_data" "part_{i}" {{
-  input = {{
-    tags = merge(var.captf_tags, {{ part = "{i}" }})
-    size = var.size_{i} * 2
-    name = local.name_{i}
-  }}
-}}
-
-output "part_{i}" {{
-  value = terraform_data.part_{i}.output
-}}
-
-"#
-    )
-}
-
-/// The no-op machine module's files plus `big.tf` of about `mb` megabytes.
-fn module(mb: usize) -> Vec<SourceFile> {
-    let noop = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../modules/noop/machine");
-    let mut files: Vec<SourceFile> = std::fs::read_dir(noop)
-        .expect("the no-op machine module")
-        .map(|e| {
-            let e = e.expect("an entry");
-            let name = e.file_name().into_string().expect("a UTF-8 name");
-            SourceFile {
-                display: name.clone(),
-                text: std::fs::read_to_string(e.path()).expect("readable"),
-                name,
-            }
-        })
-        .collect();
-    let mut big = String::with_capacity(mb << 20);
-    let mut i = 0;
-    while big.len() < mb << 20 {
-        big.push_str(&block(i));
-        i += 1;
-    }
-    files.push(SourceFile {
-        name: "big.tf".into(),
-        display: "big.tf".into(),
-        text: big,
-    });
-    files
-}
 
 fn lint(files: Vec<SourceFile>) -> usize {
     let (_, findings) = lint_sources(files, Role::Machine, "bench");

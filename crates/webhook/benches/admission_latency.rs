@@ -1,10 +1,12 @@
 //! Admission latency at a fixed offered load: the real HTTPS server on loopback (rustls, ring)
-//! with in-memory lookups, driven open-loop at 200 requests per second (one request every 5 ms,
-//! each on its own task, so a slow answer never delays the next send) over a keep-alive client,
-//! the way the API server calls a webhook. Prints p50/p90/p99/max of the round trip.
+//! with in-memory lookups, driven open-loop at a fixed rate (200 requests per second by default:
+//! one request every 5 ms, each on its own task, so a slow answer never delays the next send)
+//! over a keep-alive client, the way the API server calls a webhook. Prints p50/p90/p99/max of the
+//! round trip.
 //!
 //! `cargo bench -p webhook --bench admission_latency` (15 s by default;
-//! `CAPTF_BENCH_SECONDS` and `CAPTF_BENCH_RPS` change the run).
+//! `CAPTF_BENCH_SECONDS` and `CAPTF_BENCH_RPS` change the run). `make bench` runs it at 500 and
+//! 2,000 requests per second and puts its `BENCH` line in its table.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -78,6 +80,34 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// The `BENCH` line `hack/bench.sh` gathers into its table. The goal (p99 < 2 ms) is set at
+/// 2,000 requests/s; Cluster API's core webhook, the peer, is not measured here.
+fn bench_line(rps: u64, total: usize, sorted: &[Duration], errors: usize) {
+    let p99 = ms(percentile(sorted, 99.0));
+    let (goal, verdict) = if rps >= 2000 {
+        (
+            "p99 < 2 ms",
+            if p99 < 2.0 && errors == 0 {
+                "met"
+            } else {
+                "MISS"
+            },
+        )
+    } else {
+        ("recorded (goal at 2,000/s)", "-")
+    };
+    println!(
+        "BENCH\twebhook admission round trip at {rps}/s ({total} requests, HTTPS on loopback)\t\
+         p50 {:.3} ms, p99 {p99:.3} ms{}\tCluster API core webhook: not measured\t-\t{goal}\t{verdict}",
+        ms(percentile(sorted, 50.0)),
+        if errors == 0 {
+            String::new()
+        } else {
+            format!(", {errors} errors")
+        },
+    );
 }
 
 fn main() -> anyhow::Result<()> {
@@ -180,6 +210,7 @@ fn main() -> anyhow::Result<()> {
         if let Some(e) = errors.first() {
             println!("first error: {e}");
         }
+        bench_line(rps, total, &latencies, errors.len());
         anyhow::ensure!(errors.is_empty(), "{} requests failed", errors.len());
         let _ = metrics;
         Ok(())
