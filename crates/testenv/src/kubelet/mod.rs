@@ -451,6 +451,63 @@ async fn bind(client: kube::Client, pod: Arc<Pod>, node: String) {
 /// How long binding a pod is retried while the API server cannot take it.
 const BIND_RETRY: Duration = Duration::from_secs(120);
 
+/// How often the kubelet lists its pods besides watching them, as a kubelet's periodic sync does:
+/// an event a watch lost (across an API-server restart) delays a pod by this much at most.
+const RESYNC: Duration = Duration::from_secs(10);
+
+/// Lists the pods bound to `node` and brings the workers in line with the list, as a relist of the
+/// watch does: a pod without a worker gets one (unless it is finished or being deleted), a worker
+/// whose pod changed gets the new version, a worker whose pod is gone is stopped.
+async fn resync(
+    ctx: &Arc<Ctx>,
+    node: &str,
+    workers: &mut HashMap<String, WorkerHandle>,
+    tasks: &mut tokio::task::JoinSet<()>,
+) {
+    let pods: Api<Pod> = Api::all(ctx.client.clone());
+    let lp = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let listed = match tokio::time::timeout(Duration::from_secs(5), pods.list(&lp)).await {
+        Ok(Ok(list)) => list.items,
+        Ok(Err(e)) => return warn!(error = %e, "resyncing pods"),
+        Err(_) => return warn!("resyncing pods: no answer within 5 s"),
+    };
+    let mut seen = HashSet::new();
+    for p in listed {
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        seen.insert(uid.clone());
+        let rv = p.metadata.resource_version.clone();
+        if let Some(w) = workers.get(&uid) {
+            let known =
+                w.tx.borrow()
+                    .as_ref()
+                    .and_then(|k| k.metadata.resource_version.clone());
+            if known != rv {
+                let _ = w.tx.send(Some(Arc::new(p)));
+            }
+            continue;
+        }
+        let terminal = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+        if terminal || p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        warn!(pod = ?p.metadata.name, "a pod bound here that the watch did not deliver; starting it");
+        let (tx, rx) = watch::channel(Some(Arc::new(p)));
+        workers.insert(uid, WorkerHandle { tx });
+        tasks.spawn(pod::run_pod(ctx.clone(), rx));
+    }
+    workers.retain(|uid, w| {
+        let keep = seen.contains(uid);
+        if !keep {
+            let _ = w.tx.send(None);
+        }
+        keep
+    });
+}
+
 struct WorkerHandle {
     tx: watch::Sender<Option<Arc<Pod>>>,
 }
@@ -466,10 +523,15 @@ async fn main_loop(ctx: Arc<Ctx>, node: String) {
     let mut shutdown = ctx.shutdown.clone();
     let mut heartbeat_tick = tokio::time::interval(Duration::from_secs(10));
     heartbeat_tick.tick().await;
+    let mut resync_tick = tokio::time::interval(RESYNC);
+    resync_tick.tick().await;
 
     loop {
         tokio::select! {
             _ = shutdown.changed() => break,
+            _ = resync_tick.tick() => {
+                resync(&ctx, &node, &mut workers, &mut tasks).await;
+            }
             _ = heartbeat_tick.tick() => {
                 let client = ctx.client.clone();
                 let node = node.clone();
