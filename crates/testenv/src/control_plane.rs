@@ -194,7 +194,25 @@ impl ControlPlane {
 
     /// [`ControlPlane::start`], with more IP addresses in the API server's serving certificate:
     /// the address pods reach it at (the pod network's gateway, see [`crate::podnet`]).
+    ///
+    /// A free port is chosen before etcd or the API server binds it, so another socket can take
+    /// it in between (an outgoing connection's ephemeral port): then everything starts again on
+    /// new ports, at most three times.
     pub fn start_with(dir: &Path, extra_ips: &[Ipv4Addr]) -> anyhow::Result<Self> {
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(dir, extra_ips) {
+                Err(e) if attempt < 3 && format!("{e:#}").contains("address already in use") => {
+                    tracing::warn!(error = %format!("{e:#}"), attempt, "a port was taken before it was bound; starting again");
+                    let _ = std::fs::remove_dir_all(dir.join("etcd"));
+                    attempt += 1;
+                }
+                started => return started,
+            }
+        }
+    }
+
+    fn start_once(dir: &Path, extra_ips: &[Ipv4Addr]) -> anyhow::Result<Self> {
         let started = Instant::now();
         std::fs::create_dir_all(dir)?;
         let dir = dir.canonicalize()?;
