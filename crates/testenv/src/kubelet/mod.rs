@@ -499,8 +499,13 @@ async fn resync(
         workers.insert(uid, WorkerHandle { tx });
         tasks.spawn(pod::run_pod(ctx.clone(), rx));
     }
+    stop_unlisted(workers, &seen);
+}
+
+/// Stops the workers whose pod a full list did not show (it is gone), as a relist does.
+fn stop_unlisted(workers: &mut HashMap<String, WorkerHandle>, listed: &HashSet<String>) {
     workers.retain(|uid, w| {
-        let keep = seen.contains(uid);
+        let keep = listed.contains(uid);
         if !keep {
             let _ = w.tx.send(None);
         }
@@ -555,13 +560,7 @@ async fn main_loop(ctx: Arc<Ctx>, node: String) {
                     watcher::Event::Init => relisted = Some(HashSet::new()),
                     watcher::Event::InitDone => {
                         if let Some(seen) = relisted.take() {
-                            workers.retain(|uid, w| {
-                                let keep = seen.contains(uid);
-                                if !keep {
-                                    let _ = w.tx.send(None);
-                                }
-                                keep
-                            });
+                            stop_unlisted(&mut workers, &seen);
                         }
                     }
                     watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
