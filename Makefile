@@ -18,7 +18,7 @@ STATIC := RUSTFLAGS='-C target-feature=+crt-static'
 # Integration tests run the static runner (debug build) inside real Job pods.
 export CAPTF_RUNNER_BIN ?= $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/debug/runner
 
-.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit chaos fuzz bench crds docs-check testbin runner-static runner-static-dev \
+.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit chaos fuzz bench scale crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
 	testenv-deps pre-commit-tool mdbook-tool
 
@@ -75,6 +75,14 @@ fuzz: ## Fuzz longer (issue 19, release build): 10^6 cases of each state, plan a
 bench: testbin testenv-deps ## Benchmarks against their peers (state reader vs gunzip, tfcapi-lint vs tflint, runner vs tofu by hand, webhook latency), then one table.
 	hack/testbin.sh tflint
 	CARGO='$(CARGO)' hack/bench.sh
+
+# The scale harness (issue 18; docs/src/performance.md): release builds of the manager and the
+# webhook, a fresh environment per fleet. `make test` runs a short version (100 adopted machines).
+SCALE_ADOPTED ?= 100,300,1000
+SCALE_APPLIED ?= 100,300
+scale: testbin runner-static-dev testenv-deps ## The scale harness: fleets of TerraformMachines adopted (SCALE_ADOPTED=100,300,1000) and applied (SCALE_APPLIED=100,300) on one manager next to Cluster API's core manager; memory, CPU, API requests by verb, time to Ready, queue latency, then one table.
+	$(CARGO) build --release --locked -p manager -p webhook -p captf-e2e --bins
+	CAPTF_SCALE_ADOPTED='$(SCALE_ADOPTED)' CAPTF_SCALE_APPLIED='$(SCALE_APPLIED)' $(CARGO_TARGET_DIR)/release/scale
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
 	$(CARGO) run --locked -q -p captf-api --bin crdgen -- .

@@ -18,5 +18,6 @@ pub mod install;
 pub mod kube_ops;
 pub mod product;
 pub mod quickstart;
+pub mod scale;
 pub mod suite;
 pub mod workload;

@@ -184,6 +184,17 @@ impl Captf {
     /// Starts the webhook, registers it, and starts the manager with `runner_image`, watching
     /// every namespace; returns once both report ready.
     pub async fn start(env: &TestEnv, admin: &Kube, runner_image: &str) -> anyhow::Result<Self> {
+        Self::start_with(env, admin, runner_image, &[]).await
+    }
+
+    /// [`Captf::start`], with more flags for the manager (the scale harness shortens
+    /// `--sync-period` so that its steady window holds a resync).
+    pub async fn start_with(
+        env: &TestEnv,
+        admin: &Kube,
+        runner_image: &str,
+        manager_flags: &[String],
+    ) -> anyhow::Result<Self> {
         let log_dir = env.endpoints().dir.join("captf");
         std::fs::create_dir_all(&log_dir)?;
         let webhook_kubeconfig = service_account_kubeconfig(
@@ -253,7 +264,10 @@ impl Captf {
                 format!("--health-addr=127.0.0.1:{m_health}"),
                 format!("--diagnostics-address=127.0.0.1:{m_diag}"),
                 "--insecure-diagnostics=true".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(manager_flags.iter().cloned())
+            .collect::<Vec<_>>(),
             &manager_log,
         )?;
         let (manager, ready) = tokio::task::spawn_blocking(move || {
@@ -268,6 +282,11 @@ impl Captf {
             manager_metrics_port: m_diag,
             log_dir,
         })
+    }
+
+    /// The manager's process ID, for measuring its memory and CPU.
+    pub fn manager_pid(&self) -> u32 {
+        self.manager.id()
     }
 
     /// The sum of a counter family in the manager's metrics (e.g. `captf_jobs_total`).

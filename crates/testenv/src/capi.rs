@@ -509,6 +509,15 @@ impl ClusterApi {
         self.processes.iter().map(|(p, ports, _)| (p, ports))
     }
 
+    /// The process ID of the manager started from `binary` (`capi-manager`, ...), while it runs:
+    /// for measuring its memory and CPU (issue 18's scale harness).
+    pub fn pid(&self, binary: &str) -> Option<u32> {
+        self.processes
+            .iter()
+            .find(|(p, _, _)| p.binary == binary)
+            .map(|(_, _, child)| child.id())
+    }
+
     fn check_alive(&mut self) -> anyhow::Result<()> {
         for (provider, _, child) in &mut self.processes {
             if let Some(status) = child.try_wait()? {

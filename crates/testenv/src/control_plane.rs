@@ -278,6 +278,8 @@ impl ControlPlane {
             "--profiling=false".into(),
             "--v=1".into(),
         ];
+        let mut api_server_args = api_server_args;
+        api_server_args.extend(crate::audit::api_server_args(&dir)?);
         cp.api_server = (testbin::path("kube-apiserver")?, api_server_args);
         let apiserver = spawn(&dir, "kube-apiserver", &cp.api_server.0, &cp.api_server.1)?;
         cp.push("kube-apiserver", apiserver);

@@ -2,7 +2,8 @@
 //! kubelet, an OCI registry and an image builder, for integration and end-to-end tests.
 //!
 //! - [`testbin`] finds the binaries `hack/testbin.sh` builds.
-//! - [`control_plane`] runs etcd, kube-apiserver and kube-controller-manager on loopback.
+//! - [`control_plane`] runs etcd, kube-apiserver and kube-controller-manager on loopback;
+//!   [`audit`] reads back the API server's audit log of every request.
 //! - [`capi`] installs Cluster API into it and runs its three managers, as `clusterctl init`
 //!   would.
 //! - [`env`] shares one environment per test binary and hands each test its own namespace.
@@ -15,6 +16,7 @@
 //! - [`rbac`] makes callers for endpoints behind Kubernetes authentication: a ServiceAccount
 //!   token and a grant of non-resource URLs.
 
+pub mod audit;
 pub mod capi;
 pub mod control_plane;
 pub mod env;

@@ -15,6 +15,7 @@ mod pause;
 mod pools;
 mod quickstart;
 mod remediation;
+mod scale;
 mod workers;
 
 use e2e::kube_ops::Kube;

@@ -1,0 +1,322 @@
+//! One run of the scale harness: a fleet brought up (adopted or applied) under a running manager,
+//! then a steady window, each measured (see [`super`]); and the table of runs.
+
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use testenv::TestEnv;
+
+use super::{
+    Fleet, Mode, PodStarts, ProcStats, Traffic, create_fleet, identity, is_capi_core, is_manager,
+    now_micros, quantile, reconcile_passes, seed, set_paused, wait_ready,
+};
+use crate::kube_ops::{INFRA, Kube, condition};
+use crate::product::{Captf, http_get};
+use crate::suite::Images;
+
+/// What to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    pub mode: Mode,
+    /// Machines in the fleet (the seed of an adopted fleet not counted).
+    pub n: usize,
+    /// From every machine Ready to the steady window: the bring-up's stragglers settle.
+    pub settle: Duration,
+    /// The steady window: long enough to hold the manager's resync (`--sync-period`).
+    pub steady: Duration,
+}
+
+/// One process's figures over a run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcFigures {
+    pub peak_rss: u64,
+    pub steady_rss: u64,
+    /// CPU seconds per minute over the steady window.
+    pub steady_cpu_per_min: f64,
+}
+
+/// The figures of one run.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub plan: Plan,
+    pub ns: String,
+    /// From the start of the bring-up (the unpause of an adopted fleet, the first create of an
+    /// applied one) until every machine was Ready.
+    pub ready: Duration,
+    /// The manager's requests from the first create until every machine was Ready, everywhere.
+    pub bringup: Traffic,
+    /// The manager's TerraformMachine reconcile passes over the same window.
+    pub bringup_passes: f64,
+    /// The manager's requests over the steady window, everywhere, and in the fleet's namespace.
+    pub steady: Traffic,
+    pub steady_ns: Traffic,
+    pub steady_window: Duration,
+    pub capi_bringup: Traffic,
+    pub capi_steady: Traffic,
+    pub manager: ProcFigures,
+    pub capi: Option<ProcFigures>,
+    /// Creation to the first Job pod's start, per machine that ran a Job, in seconds.
+    pub queue_latencies: Vec<f64>,
+    /// Jobs in the fleet's namespace at the end (the cluster's and the seed's included).
+    pub jobs: usize,
+    /// The events of the fleet's namespace at the end, by `kind reason`, counting repeats.
+    pub events: std::collections::BTreeMap<String, u64>,
+}
+
+fn procs(captf: &Captf, env: &TestEnv) -> anyhow::Result<(ProcStats, Option<ProcStats>)> {
+    let capi = env
+        .cluster_api()
+        .and_then(|c| c.pid("capi-manager"))
+        .map(ProcStats::read)
+        .transpose()?;
+    Ok((ProcStats::read(captf.manager_pid())?, capi))
+}
+
+fn passes(captf: &Captf) -> f64 {
+    http_get(captf.manager_metrics_port, "/metrics")
+        .map_or(0.0, |(_, body)| reconcile_passes(&body, "terraformmachine"))
+}
+
+/// Waits until the manager has seen the pause: the TerraformCluster's `Paused` is True.
+async fn wait_paused(fleet: &Fleet) -> anyhow::Result<()> {
+    fleet
+        .kube
+        .wait_for(
+            (INFRA, "TerraformCluster"),
+            &fleet.ns,
+            &fleet.cluster,
+            Duration::from_secs(120),
+            "Paused=True",
+            |o| condition(o, "Paused").is_some_and(|(s, _)| s == "True"),
+        )
+        .await
+        .map(|_| ())
+}
+
+/// The fleet brought up: returns when every machine is Ready, with the moment the bring-up
+/// started (for the Ready time), the fleet's first create (for the traffic window: an adopted
+/// fleet's seed and cluster are before it) and each machine's creation.
+async fn bring_up(
+    fleet: &Fleet,
+    plan: &Plan,
+    names: &[String],
+) -> anyhow::Result<(Instant, i64, std::collections::BTreeMap<String, Instant>)> {
+    let (started, first_create, created) = match plan.mode {
+        Mode::Adopted => {
+            let seed = seed(fleet).await?;
+            set_paused(fleet, true).await?;
+            wait_paused(fleet).await?;
+            let first_create = now_micros();
+            let created = create_fleet(fleet, names, Some(&seed)).await?;
+            set_paused(fleet, false).await?;
+            (Instant::now(), first_create, created)
+        }
+        Mode::Applied => {
+            let (started, first_create) = (Instant::now(), now_micros());
+            (
+                started,
+                first_create,
+                create_fleet(fleet, names, None).await?,
+            )
+        }
+    };
+    let total = names.len() + usize::from(plan.mode == Mode::Adopted);
+    wait_ready(fleet, total, Duration::from_secs(1800)).await?;
+    Ok((started, first_create, created))
+}
+
+/// Runs `plan` in a fresh namespace of `env`, against the running `captf`.
+pub async fn run(env: &TestEnv, captf: &Captf, images: &Images, plan: Plan) -> anyhow::Result<Row> {
+    let kube = Kube::new(env.client().await?);
+    let ns = env.namespace("scale").await?;
+    let identity = identity(&kube, &ns).await?;
+    let fleet = Fleet {
+        kube,
+        ns: ns.clone(),
+        cluster: "fleet".to_owned(),
+        machine_image: images.machine.clone(),
+    };
+    super::cluster(&fleet.kube, &ns, &fleet.cluster, &identity, &images.cluster).await?;
+    let names: Vec<String> = (0..plan.n).map(|i| format!("m-{i:04}")).collect();
+    let (pods, watch) = PodStarts::watch(&fleet);
+    let passes_before = passes(captf);
+    let (started, first_create, created) = bring_up(&fleet, &plan, &names).await?;
+    let ready = started.elapsed();
+    let bringup_end = now_micros();
+    let bringup_passes = passes(captf) - passes_before;
+    watch.abort();
+    let queue_latencies = names
+        .iter()
+        .filter_map(|n| Some(pods.of(n)?.saturating_duration_since(*created.get(n)?)))
+        .map(|d| d.as_secs_f64())
+        .collect();
+
+    tokio::time::sleep(plan.settle).await;
+    let (m0, c0) = procs(captf, env)?;
+    let steady_from = now_micros();
+    tokio::time::sleep(plan.steady).await;
+    let steady_to = now_micros();
+    let (m1, c1) = procs(captf, env)?;
+    let window = Duration::from_micros(u64::try_from(steady_to - steady_from).unwrap_or(0));
+    let per_min = |a: f64, b: f64| (b - a) * 60.0 / window.as_secs_f64().max(1.0);
+
+    let audit = testenv::audit::read(&env.endpoints().dir)?;
+    let jobs = fleet.kube.list("batch/v1", "Job", &ns, "").await?.len();
+    let mut events = std::collections::BTreeMap::new();
+    for e in fleet
+        .kube
+        .list("events.k8s.io/v1", "Event", &ns, "")
+        .await?
+    {
+        let what = format!(
+            "{} {}",
+            e["regarding"]["kind"].as_str().unwrap_or_default(),
+            e["reason"].as_str().unwrap_or_default()
+        );
+        let count = e["series"]["count"]
+            .as_u64()
+            .or_else(|| e["deprecatedCount"].as_u64())
+            .unwrap_or(1);
+        *events.entry(what).or_default() += count;
+    }
+    Ok(Row {
+        plan,
+        ns: ns.clone(),
+        ready,
+        bringup: Traffic::of(&audit, first_create, bringup_end, None, is_manager),
+        bringup_passes,
+        steady: Traffic::of(&audit, steady_from, steady_to, None, is_manager),
+        steady_ns: Traffic::of(&audit, steady_from, steady_to, Some(&ns), is_manager),
+        steady_window: window,
+        capi_bringup: Traffic::of(&audit, first_create, bringup_end, None, is_capi_core),
+        capi_steady: Traffic::of(&audit, steady_from, steady_to, None, is_capi_core),
+        manager: ProcFigures {
+            peak_rss: m1.peak_rss,
+            steady_rss: m1.rss,
+            steady_cpu_per_min: per_min(m0.cpu_seconds, m1.cpu_seconds),
+        },
+        capi: c0.zip(c1).map(|(c0, c1)| ProcFigures {
+            peak_rss: c1.peak_rss,
+            steady_rss: c1.rss,
+            steady_cpu_per_min: per_min(c0.cpu_seconds, c1.cpu_seconds),
+        }),
+        queue_latencies,
+        jobs,
+        events,
+    })
+}
+
+/// Checks what a run cannot get wrong by noise: an adopted fleet started no Job of its own, and
+/// the steady window had no write and no GET of a single object in the fleet's namespace.
+pub fn check_steady(row: &Row) -> anyhow::Result<()> {
+    // The cluster's apply and the seed's apply (and its refresh, when it takes one) ran for real.
+    if row.plan.mode == Mode::Adopted && row.jobs > 3 {
+        bail!(
+            "the adopted fleet in {} ran Jobs: {} in the namespace (the cluster and the seed account for at most 3)",
+            row.ns,
+            row.jobs
+        );
+    }
+    if row.steady_ns.writes > 0 || row.steady_ns.object_gets > 0 {
+        bail!(
+            "the manager was not quiet at steady state in {} over {:.0} s: {} writes, {} GETs of single objects ({})",
+            row.ns,
+            row.steady_window.as_secs_f64(),
+            row.steady_ns.writes,
+            row.steady_ns.object_gets,
+            row.steady_ns.top_resources(12)
+        );
+    }
+    Ok(())
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
+}
+
+fn per_min(count: u64, window: Duration) -> String {
+    format!("{:.1}", count as f64 * 60.0 / window.as_secs_f64().max(1.0))
+}
+
+/// The table of runs, one row per run, as Markdown.
+pub fn table(rows: &[Row]) -> String {
+    let header = [
+        "run",
+        "Ready in (s)",
+        "bring-up requests / machine",
+        "passes / machine",
+        "queue p50 / p99 (s)",
+        "peak RSS (MiB)",
+        "steady RSS (MiB)",
+        "Cluster API core RSS (MiB)",
+        "RSS ratio",
+        "CPU s/min",
+        "steady requests/min",
+        "steady writes/min",
+        "object GETs",
+        "Cluster API core steady requests/min",
+    ];
+    let mut out = format!(
+        "| {} |\n|{}\n",
+        header.join(" | "),
+        " --- |".repeat(header.len())
+    );
+    for r in rows {
+        let n = r.plan.n.max(1) as f64;
+        let q = |p| quantile(&r.queue_latencies, p).map_or("-".to_owned(), |v| format!("{v:.1}"));
+        let capi_rss = r.capi.map_or("-".to_owned(), |c| mib(c.steady_rss));
+        let ratio = r.capi.map_or("-".to_owned(), |c| {
+            format!(
+                "{:.2}",
+                r.manager.steady_rss as f64 / c.steady_rss.max(1) as f64
+            )
+        });
+        let cells = [
+            format!("{} N={}", r.plan.mode.name(), r.plan.n),
+            format!("{:.1}", r.ready.as_secs_f64()),
+            format!("{:.1}", r.bringup.total as f64 / n),
+            format!("{:.2}", r.bringup_passes / n),
+            format!("{} / {}", q(0.5), q(0.99)),
+            mib(r.manager.peak_rss),
+            mib(r.manager.steady_rss),
+            capi_rss,
+            ratio,
+            format!("{:.2}", r.manager.steady_cpu_per_min),
+            per_min(r.steady.total, r.steady_window),
+            per_min(r.steady.writes, r.steady_window),
+            r.steady_ns.object_gets.to_string(),
+            per_min(r.capi_steady.total, r.steady_window),
+        ];
+        out.push_str("| ");
+        out.push_str(&cells.join(" | "));
+        out.push_str(" |\n");
+    }
+    out
+}
+
+/// The detail of one run: requests by verb and the largest `verb resource` counts.
+pub fn detail(r: &Row) -> String {
+    format!(
+        "{} N={} ({}): bring-up: manager {} requests ({}); top: {}\n  Cluster API core {} ({})\n  steady {:.0} s: manager {} ({}); top: {}\n  Cluster API core {} ({}); Jobs in the namespace: {}\n  events: {}",
+        r.plan.mode.name(),
+        r.plan.n,
+        r.ns,
+        r.bringup.total,
+        r.bringup.verbs(),
+        r.bringup.top_resources(10),
+        r.capi_bringup.total,
+        r.capi_bringup.verbs(),
+        r.steady_window.as_secs_f64(),
+        r.steady.total,
+        r.steady.verbs(),
+        r.steady.top_resources(10),
+        r.capi_steady.total,
+        r.capi_steady.verbs(),
+        r.jobs,
+        r.events
+            .iter()
+            .map(|(what, n)| format!("{what} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
