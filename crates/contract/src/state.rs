@@ -4,9 +4,11 @@
 //! The caller lists the Secrets carrying the backend's labels for one suffix (or one backup set)
 //! and hands them over as plain data. The reader orders the chunks — the base Secret is chunk 0,
 //! `<base>-part-N` is chunk N — checks the set is exactly `0..=N` with nothing else in it,
-//! concatenates their `tfstate` payloads, gunzips them within the size cap, and parses only what
-//! CAPTF needs from the state v4 document: serial, lineage, runtime version, root outputs and the
-//! number of managed resources. Resource instances are skipped without being decoded.
+//! gunzips their `tfstate` payloads read one after the other within the size cap, and parses only
+//! what CAPTF needs from the state v4 document: serial, lineage, runtime version, root outputs and
+//! the number of managed resources. Resource instances are skipped without being decoded: a
+//! byte-level scan (`skim`) counts managed resources as the document is inflated, and serde
+//! parses the rest.
 //!
 //! Nothing here panics, whatever the bytes: errors name the Secret or the byte position, never
 //! content, since state holds secrets in cleartext.
