@@ -1,6 +1,7 @@
 //! Reading a state at the size cap: a 64 MiB (decompressed) state v4 document, gzipped and split
 //! into 1 MiB chunk Secrets the way Terraform's backend splits it, read by
-//! `contract::state::read_state` (order chunks, concatenate, gunzip, parse skipping instances).
+//! `contract::state::read_state` (order chunks, gunzip them as one stream, parse skipping
+//! instances).
 //!
 //! Baselines in the same run, over the same decompressed bytes:
 //! - `serde_json_value`: `serde_json::from_slice::<Value>` alone, what a naive reader would do;

@@ -4,12 +4,18 @@
 //! The caller lists the Secrets carrying the backend's labels for one suffix (or one backup set)
 //! and hands them over as plain data. The reader orders the chunks — the base Secret is chunk 0,
 //! `<base>-part-N` is chunk N — checks the set is exactly `0..=N` with nothing else in it,
-//! concatenates their `tfstate` payloads, gunzips them within the size cap, and parses only what
-//! CAPTF needs from the state v4 document: serial, lineage, runtime version, root outputs and the
-//! number of managed resources. Resource instances are skipped without being decoded.
+//! gunzips their `tfstate` payloads read one after the other within the size cap, and parses only
+//! what CAPTF needs from the state v4 document: serial, lineage, runtime version, root outputs and
+//! the number of managed resources. Resource instances are skipped without being decoded: a
+//! byte-level scan (`skim`) counts managed resources as the document is inflated, and serde
+//! parses the rest.
 //!
 //! Nothing here panics, whatever the bytes: errors name the Secret or the byte position, never
 //! content, since state holds secrets in cleartext.
+
+mod skim;
+#[cfg(test)]
+mod tests;
 
 use crate::names::{chunk_secret_name, state_backup_secret_name, state_secret_name};
 use crate::outputs::{RootOutput, RootOutputs};
@@ -19,7 +25,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Read;
+use std::io::{BufRead, Read};
 
 /// The most chunk Secrets CAPTF reads for one state.
 pub const MAX_STATE_CHUNKS: usize = 32;
@@ -342,12 +348,15 @@ pub fn read_state_with_limits(
 ) -> Result<StateSummary, StateError> {
     let chunks = order_chunks(set, secrets, limits)?;
     let compressed_len: usize = chunks.iter().map(|c| c.len()).sum();
-    let mut compressed = Vec::with_capacity(compressed_len);
-    for chunk in &chunks {
-        compressed.extend_from_slice(chunk);
-    }
-    let document = gunzip(&compressed, limits.max_bytes)?;
-    let parsed = parse_state_document(&document)?;
+    let mut inflating = Inflating::new(&chunks, limits.max_bytes);
+    let resources = skim::skim_resources(&mut inflating);
+    let (document, resources) = match inflating.finish() {
+        Some(document) => (document, resources),
+        // Whether a payload both corrupt and over the cap is refused as one or the other depends
+        // on where the decoder's reads stop; the reader says what reading it at once says.
+        None => (gunzip(&chunks, limits.max_bytes)?, None),
+    };
+    let parsed = parse_skimmed(&document, resources)?;
     let inputs_hash = secrets
         .iter()
         .find(|s| s.name == set.base_name())
@@ -421,9 +430,88 @@ fn order_chunks<'s>(
     Ok(payloads)
 }
 
-/// Gunzips (every gzip member, as Go's reader does) without producing more than `max` bytes.
-fn gunzip(compressed: &[u8], max: usize) -> Result<Vec<u8>, StateError> {
-    let decoder = flate2::bufread::MultiGzDecoder::new(compressed);
+/// The gunzip of the chunks read one after the other (every gzip member, as Go's reader does),
+/// inflated a step at a time as the reader asks for more, and never more than `max` bytes plus
+/// the one that shows the cap is exceeded: the buffer is never allocated past that either.
+struct Inflating<'a> {
+    decoder: std::io::Take<flate2::bufread::MultiGzDecoder<Chunks<'a>>>,
+    out: Vec<u8>,
+    /// `max` + 1.
+    limit: usize,
+    max: usize,
+    finished: bool,
+    failed: bool,
+}
+
+/// How much is inflated at a time: small enough that it is still in cache when scanned.
+const INFLATE_STEP: usize = 256 * 1024;
+
+impl<'a> Inflating<'a> {
+    fn new(chunks: &'a [&'a [u8]], max: usize) -> Self {
+        let limit = max.saturating_add(1);
+        let cap = u64::try_from(limit).unwrap_or(u64::MAX);
+        Self {
+            decoder: flate2::bufread::MultiGzDecoder::new(Chunks::new(chunks)).take(cap),
+            out: Vec::with_capacity(size_hint(chunks).min(max)),
+            limit,
+            max,
+            finished: false,
+            failed: false,
+        }
+    }
+
+    /// Inflates the rest: the whole document, or `None` when the payload is not valid gzip or
+    /// inflates past the cap. A valid stream inflates to the same bytes however it is read, so a
+    /// document here is the one [`gunzip`] returns.
+    fn finish(mut self) -> Option<Vec<u8>> {
+        while skim::Source::more(&mut self) {}
+        (!self.failed && self.out.len() <= self.max).then_some(self.out)
+    }
+
+    /// Makes room for `step` more bytes, growing as `Vec` does but never past `limit`.
+    fn reserve(&mut self, step: usize) {
+        let len = self.out.len();
+        if len + step > self.out.capacity() {
+            let target = (2 * self.out.capacity()).max(len + step).min(self.limit);
+            self.out.reserve_exact(target - len);
+        }
+    }
+}
+
+impl skim::Source for Inflating<'_> {
+    fn data(&self) -> &[u8] {
+        &self.out
+    }
+
+    fn more(&mut self) -> bool {
+        let len = self.out.len();
+        let step = INFLATE_STEP.min(self.limit - len);
+        if self.finished || step == 0 {
+            return false;
+        }
+        self.reserve(step);
+        self.out.resize(len + step, 0);
+        let read = loop {
+            match self.decoder.read(&mut self.out[len..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.failed = true;
+                    break 0;
+                }
+            }
+        };
+        self.out.truncate(len + read);
+        self.finished = read == 0;
+        read > 0
+    }
+}
+
+/// Gunzips the concatenated chunks at once (every gzip member, as Go's reader does) without
+/// producing more than `max` bytes: what the reader reports for a payload [`Inflating`] refuses.
+fn gunzip(chunks: &[&[u8]], max: usize) -> Result<Vec<u8>, StateError> {
+    let compressed = chunks.concat();
+    let decoder = flate2::bufread::MultiGzDecoder::new(compressed.as_slice());
     let cap = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
     let mut out = Vec::with_capacity(compressed.len().saturating_mul(8).min(max));
     decoder
@@ -434,6 +522,75 @@ fn gunzip(compressed: &[u8], max: usize) -> Result<Vec<u8>, StateError> {
         return Err(StateError::Corrupt(Corruption::TooLarge { max }));
     }
     Ok(out)
+}
+
+/// How many bytes to reserve for the decompressed document: the last gzip member's trailer
+/// records its size (modulo 4 GiB), which is the whole document's when, as the backend writes it,
+/// there is one member. Only a hint — the decoder's output, not this, is held to the cap — so a
+/// trailer that lies, or a payload too short to have one, only costs a reallocation; and never
+/// more than deflate's best ratio (1032:1) allows, so a lying trailer reserves little.
+fn size_hint(chunks: &[&[u8]]) -> usize {
+    let compressed: usize = chunks.iter().map(|c| c.len()).sum();
+    let mut trailer = [0u8; 4];
+    let mut filled = 0;
+    for &byte in chunks.iter().rev().flat_map(|c| c.iter().rev()) {
+        if filled == trailer.len() {
+            break;
+        }
+        filled += 1;
+        trailer[trailer.len() - filled] = byte;
+    }
+    if filled < trailer.len() {
+        return 0;
+    }
+    usize::try_from(u32::from_le_bytes(trailer))
+        .unwrap_or(0)
+        .min(compressed.saturating_mul(MAX_DEFLATE_RATIO))
+}
+
+/// The most bytes one compressed byte of deflate can stand for.
+const MAX_DEFLATE_RATIO: usize = 1032;
+
+/// The chunk payloads read as one stream, without copying them together.
+struct Chunks<'a> {
+    rest: &'a [&'a [u8]],
+    current: &'a [u8],
+}
+
+impl<'a> Chunks<'a> {
+    fn new(chunks: &'a [&'a [u8]]) -> Self {
+        Self {
+            rest: chunks,
+            current: &[],
+        }
+    }
+}
+
+impl Read for Chunks<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(buf.len());
+        buf[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Chunks<'_> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        while self.current.is_empty() {
+            let Some((first, rest)) = self.rest.split_first() else {
+                break;
+            };
+            self.current = first;
+            self.rest = rest;
+        }
+        Ok(self.current)
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.current = &self.current[amount.min(self.current.len())..];
+    }
 }
 
 /// The parts of a state document CAPTF keeps.
@@ -453,7 +610,38 @@ pub struct ParsedState {
 
 /// Parses a decompressed state document (state v4, or OpenTofu's encryption envelope, which is
 /// reported as [`StateError::Encrypted`]).
+///
+/// Nearly all of a large state is its `resources` array, of which only the entries' modes matter:
+/// when a byte-level scan finds that array plainly well-formed, serde parses the document with the
+/// array cut out and the scan's count stands in for it; otherwise, or when that shorter document
+/// fails, serde parses the whole document, so results and errors are the same either way.
 pub fn parse_state_document(document: &[u8]) -> Result<ParsedState, StateError> {
+    let resources = skim::skim_resources(&mut &document[..]);
+    parse_skimmed(document, resources)
+}
+
+/// Parses a document whose `resources` array the scan may have found.
+fn parse_skimmed(
+    document: &[u8],
+    resources: Option<skim::Resources>,
+) -> Result<ParsedState, StateError> {
+    if let Some(resources) = resources {
+        let mut rest = Vec::with_capacity(document.len() - (resources.end - resources.start) + 2);
+        rest.extend_from_slice(&document[..resources.start]);
+        rest.extend_from_slice(b"[]");
+        rest.extend_from_slice(&document[resources.end..]);
+        if let Ok(parsed) = parse_with_serde(&rest) {
+            return Ok(ParsedState {
+                managed_resources: resources.managed,
+                ..parsed
+            });
+        }
+    }
+    parse_with_serde(document)
+}
+
+/// Parses a whole state document with serde, skipping resource instances unread.
+fn parse_with_serde(document: &[u8]) -> Result<ParsedState, StateError> {
     if !crate::plan::is_json_object(document) {
         return Err(StateError::Corrupt(Corruption::Json { line: 1, column: 1 }));
     }
