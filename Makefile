@@ -81,7 +81,7 @@ bench: testbin testenv-deps ## Benchmarks against their peers (state reader vs g
 SCALE_ADOPTED ?= 100,300,1000
 SCALE_APPLIED ?= 100,300
 scale: testbin runner-static-dev testenv-deps ## The scale harness: fleets of TerraformMachines adopted (SCALE_ADOPTED=100,300,1000) and applied (SCALE_APPLIED=100,300) on one manager next to Cluster API's core manager; memory, CPU, API requests by verb, time to Ready, queue latency, then one table.
-	$(CARGO) build --release --locked -p manager -p webhook -p captf-e2e --bins
+	$(CARGO) build --release --locked -p manager -p webhook -p captf-testenv -p captf-e2e --bins
 	CAPTF_SCALE_ADOPTED='$(SCALE_ADOPTED)' CAPTF_SCALE_APPLIED='$(SCALE_APPLIED)' $(CARGO_TARGET_DIR)/release/scale
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
