@@ -358,7 +358,6 @@ pub async fn state_document(
     kind: contract::names::ObjectKind,
     name: &str,
 ) -> anyhow::Result<Value> {
-    use base64::Engine as _;
     let secret_name = format!(
         "tfstate-default-{}",
         contract::names::state_suffix(ns, kind, name)
@@ -367,6 +366,12 @@ pub async fn state_document(
         .get("v1", "Secret", ns, &secret_name)
         .await?
         .ok_or_else(|| anyhow::anyhow!("state Secret {ns}/{secret_name} is missing"))?;
+    state_of_secret(&secret)
+}
+
+/// The state document a single (unchunked) state Secret holds, as JSON.
+pub fn state_of_secret(secret: &Value) -> anyhow::Result<Value> {
+    use base64::Engine as _;
     let gz = base64::engine::general_purpose::STANDARD
         .decode(secret["data"]["tfstate"].as_str().unwrap_or_default())
         .context("decoding the state Secret")?;

@@ -18,7 +18,7 @@
 //! adopted Secrets are what the manager itself would have written.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -78,6 +78,8 @@ pub struct Seed {
     /// The cluster's `exports` as the seed's inputs carried them.
     exports: Value,
     state: Value,
+    /// The state document `state` holds, decoded once for every adopted machine.
+    document: Value,
     durable: Value,
 }
 
@@ -303,6 +305,7 @@ pub async fn seed(fleet: &Fleet) -> anyhow::Result<Seed> {
     }
     Ok(Seed {
         exports,
+        document: crate::quickstart::state_of_secret(&state)?,
         state,
         durable,
     })
@@ -312,12 +315,6 @@ fn gzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     encoder.write_all(bytes)?;
     Ok(encoder.finish()?)
-}
-
-fn gunzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(bytes).read_to_end(&mut out)?;
-    Ok(out)
 }
 
 /// A fresh Secret from a template: server-set metadata dropped, `name` and owner set.
@@ -355,8 +352,7 @@ pub fn adopted_secrets(fleet: &Fleet, seed: &Seed, tm: &Value) -> anyhow::Result
     state["metadata"]["labels"]["tfstateSecretSuffix"] = json!(suffix);
     state["metadata"]["annotations"][contract::state::INPUTS_HASH_ANNOTATION] =
         json!(inputs.inputs_hash);
-    let mut document: Value =
-        serde_json::from_slice(&gunzip(&secret_data(&seed.state, "tfstate")?)?)?;
+    let mut document = seed.document.clone();
     document["outputs"]["provider_id"]["value"] = json!(format!("noop:///{}/{name}", fleet.ns));
     document["lineage"] = json!(format!("scale-{}-{name}", fleet.ns));
     state["data"] = json!({"tfstate": b64(&gzip(&serde_json::to_vec(&document)?)?)});

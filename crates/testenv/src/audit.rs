@@ -115,34 +115,10 @@ struct Status {
 
 /// `2026-12-02T10:16:54.123456Z` as microseconds since the Unix epoch.
 fn micros(timestamp: &str) -> Option<i64> {
-    let (date, time) = timestamp.trim_end_matches('Z').split_once('T')?;
-    let mut date_parts = date.splitn(3, '-').map(str::parse::<i64>);
-    let (year, month, day) = (
-        date_parts.next()?.ok()?,
-        date_parts.next()?.ok()?,
-        date_parts.next()?.ok()?,
-    );
-    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let mut time_parts = hms.splitn(3, ':').map(str::parse::<i64>);
-    let (hour, minute, second) = (
-        time_parts.next()?.ok()?,
-        time_parts.next()?.ok()?,
-        time_parts.next()?.ok()?,
-    );
-    let frac: String = frac.chars().chain(std::iter::repeat('0')).take(6).collect();
-    // Days from the civil date (proleptic Gregorian), as in Howard Hinnant's algorithm.
-    let shifted_year = if month <= 2 { year - 1 } else { year };
-    let era = shifted_year.div_euclid(400);
-    let year_of_era = shifted_year - era * 400;
-    let march_month = (month + 9) % 12;
-    let day_of_year = (153 * march_month + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
-    Some(
-        ((days * 24 + hour) * 60 + minute) * 60_000_000
-            + second * 1_000_000
-            + frac.parse::<i64>().ok()?,
-    )
+    timestamp
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .map(k8s_openapi::jiff::Timestamp::as_microsecond)
 }
 
 /// Every request in the audit files under a control plane's directory, once each (a watch logs

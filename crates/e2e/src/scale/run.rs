@@ -158,7 +158,7 @@ pub async fn run(env: &TestEnv, captf: &Captf, images: &Images, plan: Plan) -> a
     let steady_to = now_micros();
     let (m1, c1) = procs(captf, env)?;
     let window = Duration::from_micros(u64::try_from(steady_to - steady_from).unwrap_or(0));
-    let per_min = |a: f64, b: f64| (b - a) * 60.0 / window.as_secs_f64().max(1.0);
+    let cpu_per_min = |a: f64, b: f64| (b - a) * 60.0 / window.as_secs_f64().max(1.0);
 
     let audit = testenv::audit::read(&env.endpoints().dir)?;
     let jobs = fleet.kube.list("batch/v1", "Job", &ns, "").await?.len();
@@ -193,12 +193,12 @@ pub async fn run(env: &TestEnv, captf: &Captf, images: &Images, plan: Plan) -> a
         manager: ProcFigures {
             peak_rss: m1.peak_rss,
             steady_rss: m1.rss,
-            steady_cpu_per_min: per_min(m0.cpu_seconds, m1.cpu_seconds),
+            steady_cpu_per_min: cpu_per_min(m0.cpu_seconds, m1.cpu_seconds),
         },
         capi: c0.zip(c1).map(|(c0, c1)| ProcFigures {
             peak_rss: c1.peak_rss,
             steady_rss: c1.rss,
-            steady_cpu_per_min: per_min(c0.cpu_seconds, c1.cpu_seconds),
+            steady_cpu_per_min: cpu_per_min(c0.cpu_seconds, c1.cpu_seconds),
         }),
         queue_latencies,
         jobs,
