@@ -36,6 +36,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -943,20 +944,38 @@ fn on_job(wake: Wake) -> impl FnMut(&watcher::Event<Job>) + Send {
     }
 }
 
-/// A Secret wakes: the objects owning it (state, durable inputs, mirrors); the identities whose
-/// credentials it holds, and the identity a mirror belongs to; the TerraformMachine whose
+/// A Secret wakes: the objects owning it (state, durable inputs; a mirror's owners as
+/// [`MirrorsSeen`] says); the identities whose credentials it holds, and the identity a mirror
+/// belongs to (as [`MirrorsSeen`] says); the TerraformMachine whose
 /// Machine's bootstrap data it is; and, labelled `captf.io/variables=true`, the objects whose
 /// `variablesFrom` name it. Its cached decodings go when it changes.
 fn on_secret(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Secret>>) + Send {
     let mut variables = on_variables_source::<Secret>(wake.clone(), "Secret");
+    let mut mirrors = MirrorsSeen::default();
     move |event| {
-        let Some((s, _)) = touched(event) else {
+        let Some((s, deleted)) = touched(event) else {
             return;
         };
         let ns = s.namespace();
         let name = s.name_any();
-        for o in s.owner_references() {
-            wake.owner(ns.as_deref(), &o.kind, &o.name);
+        let mirrored = s
+            .labels()
+            .get(labels::MIRRORED)
+            .is_some_and(|v| v == "true");
+        if mirrored {
+            let wakes = mirrors.wakes(&s.metadata, deleted);
+            for o in &wakes.owners {
+                wake.owner(ns.as_deref(), &o.kind, &o.name);
+            }
+            if wakes.identity
+                && let Some(identity) = s.annotations().get(api::constants::annotations::IDENTITY)
+            {
+                wake.identity(ObjectRef::new(identity));
+            }
+        } else {
+            for o in s.owner_references() {
+                wake.owner(ns.as_deref(), &o.kind, &o.name);
+            }
         }
         for tci in wake.tcis.state() {
             if Some(tci.spec.secret_ref.namespace.as_str()) == ns.as_deref()
@@ -964,13 +983,6 @@ fn on_secret(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Secret>>) + Send {
             {
                 wake.identity(ObjectRef::from_obj(tci.as_ref()));
             }
-        }
-        if let Some(identity) = s.annotations().get(api::constants::annotations::IDENTITY)
-            && s.labels()
-                .get(labels::MIRRORED)
-                .is_some_and(|v| v == "true")
-        {
-            wake.identity(ObjectRef::new(identity));
         }
         for m in wake.machine_owners.state() {
             let bootstrap = m
@@ -1003,6 +1015,74 @@ fn on_secret(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Secret>>) + Send {
             .is_some_and(|v| v == "true")
         {
             variables(event);
+        }
+    }
+}
+
+/// What a credential mirror's change wakes (spec: Identities and credentials, "the mirror keeps
+/// each user as an owner"). Every object using an identity in a namespace owns its one mirror and
+/// adds itself when it first runs: waking every owner at each addition would make N users cost
+/// N² passes. So a mirror wakes all its owners, and its identity, only when it appears, goes, or
+/// its labels or annotations (its identity, its source's hash) change; an update that changed
+/// only the owners wakes just the owners it dropped, which must add themselves again.
+#[derive(Default)]
+struct MirrorsSeen(HashMap<String, (u64, Vec<MirrorOwner>)>);
+
+/// One owner of a mirror, as far as waking it goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MirrorOwner {
+    uid: String,
+    kind: String,
+    name: String,
+}
+
+/// The wakes of one mirror event.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct MirrorWakes {
+    owners: Vec<MirrorOwner>,
+    identity: bool,
+}
+
+impl MirrorsSeen {
+    fn wakes(&mut self, meta: &ObjectMeta, deleted: bool) -> MirrorWakes {
+        let key = meta.uid.clone().unwrap_or_else(|| {
+            format!(
+                "{}/{}",
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default()
+            )
+        });
+        let owners: Vec<MirrorOwner> = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| MirrorOwner {
+                uid: o.uid.clone(),
+                kind: o.kind.clone(),
+                name: o.name.clone(),
+            })
+            .collect();
+        if deleted {
+            self.0.remove(&key);
+            return MirrorWakes {
+                owners,
+                identity: true,
+            };
+        }
+        let print = fingerprint(&(&meta.labels, &meta.annotations));
+        let before = self.0.insert(key, (print, owners.clone()));
+        match before {
+            Some((was, old)) if was == print => MirrorWakes {
+                owners: old
+                    .into_iter()
+                    .filter(|o| !owners.iter().any(|n| n.uid == o.uid))
+                    .collect(),
+                identity: false,
+            },
+            _ => MirrorWakes {
+                owners,
+                identity: true,
+            },
         }
     }
 }
@@ -1081,5 +1161,97 @@ fn on_namespace(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Namespace>>) + Se
         if seen.changed(key, fingerprint(&n.metadata.labels)) && !first {
             wake.everyone(n.metadata.name.as_deref());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use std::collections::BTreeMap;
+
+    fn mirror(hash: &str, owners: &[&str]) -> ObjectMeta {
+        ObjectMeta {
+            name: Some("captf-credentials-cloud".into()),
+            namespace: Some("team".into()),
+            uid: Some("mirror-uid".into()),
+            labels: Some(BTreeMap::from([(labels::MIRRORED.into(), "true".into())])),
+            annotations: Some(BTreeMap::from([(
+                api::constants::annotations::SOURCE_HASH.into(),
+                hash.into(),
+            )])),
+            owner_references: Some(
+                owners
+                    .iter()
+                    .map(|o| OwnerReference {
+                        api_version: "infrastructure.cluster.x-k8s.io/v1beta1".into(),
+                        kind: "TerraformMachine".into(),
+                        name: (*o).into(),
+                        uid: format!("uid-{o}"),
+                        ..OwnerReference::default()
+                    })
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn names(w: &MirrorWakes) -> Vec<&str> {
+        w.owners.iter().map(|o| o.name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_mirror_gaining_owners_wakes_no_one() {
+        let mut seen = MirrorsSeen::default();
+        let first = seen.wakes(&mirror("h1", &["a"]), false);
+        assert_eq!(names(&first), ["a"]);
+        assert!(first.identity);
+        // Each new user adds itself: the earlier ones are not woken again, so N users cost N
+        // passes, not N².
+        for n in 2..=50 {
+            let owners: Vec<String> = (1..=n).map(|i| format!("m{i}")).collect();
+            let refs: Vec<&str> = owners.iter().map(String::as_str).collect();
+            let w = seen.wakes(&mirror("h1", &refs), false);
+            if n == 2 {
+                // "a" is gone from this list: it must add itself again.
+                assert_eq!(names(&w), ["a"]);
+            } else {
+                assert_eq!(w, MirrorWakes::default(), "at {n} owners");
+            }
+        }
+    }
+
+    #[test]
+    fn a_dropped_owner_is_woken_to_add_itself_again() {
+        let mut seen = MirrorsSeen::default();
+        seen.wakes(&mirror("h1", &["a", "b", "c"]), false);
+        let w = seen.wakes(&mirror("h1", &["a", "c"]), false);
+        assert_eq!(names(&w), ["b"]);
+        assert!(!w.identity);
+    }
+
+    #[test]
+    fn a_changed_source_or_a_deleted_mirror_wakes_every_owner_and_the_identity() {
+        let mut seen = MirrorsSeen::default();
+        seen.wakes(&mirror("h1", &["a", "b"]), false);
+        let refreshed = seen.wakes(&mirror("h2", &["a", "b"]), false);
+        assert_eq!(names(&refreshed), ["a", "b"]);
+        assert!(refreshed.identity);
+        let gone = seen.wakes(&mirror("h2", &["a", "b"]), true);
+        assert_eq!(names(&gone), ["a", "b"]);
+        assert!(gone.identity);
+        // Seen afresh after its deletion: a new mirror wakes its owners.
+        let again = seen.wakes(&mirror("h2", &["a"]), false);
+        assert_eq!(names(&again), ["a"]);
+    }
+
+    #[test]
+    fn an_unchanged_mirror_wakes_no_one() {
+        let mut seen = MirrorsSeen::default();
+        seen.wakes(&mirror("h1", &["a", "b"]), false);
+        assert_eq!(
+            seen.wakes(&mirror("h1", &["a", "b"]), false),
+            MirrorWakes::default()
+        );
     }
 }

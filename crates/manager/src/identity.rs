@@ -13,7 +13,7 @@ use contract::names::credential_mirror_secret_name;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use sha2::{Digest, Sha256};
@@ -282,14 +282,25 @@ async fn mirror(
     outbox: &mut Outbox,
 ) -> kube::Result<Result<(), String>> {
     let name = credential_mirror_secret_name(identity);
-    // Up to date in the cache: nothing to read or write.
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    // Up to date in the cache: nothing to read, and at most this owner to add.
     if let Some(hash) = cached_source_hash(client, caches, source).await?
         && let Some(cached) = caches.secret(ns, &name)
         && is_mirror_meta(&cached.metadata)
         && cached.annotations().get(annotations::SOURCE_HASH) == Some(&hash)
-        && cached.owner_references().iter().any(|o| o.uid == owner.uid)
     {
-        return Ok(Ok(()));
+        if cached.owner_references().iter().any(|o| o.uid == owner.uid) {
+            return Ok(Ok(()));
+        }
+        match add_mirror_owner(&api, &cached.metadata, owner).await {
+            Ok(()) => return Ok(Ok(())),
+            // Gone, or another Secret, since the cache saw it: read and written again below.
+            Err(e)
+                if is_not_found(&e)
+                    || crate::kubeutil::is_conflict(&e)
+                    || crate::kubeutil::is_invalid(&e) => {}
+            Err(e) => return Err(e),
+        }
     }
     let sources: Api<Secret> = Api::namespaced(
         client.clone(),
@@ -300,7 +311,6 @@ async fn mirror(
             "The credentials Secret of TerraformClusterIdentity {identity} went while it was mirrored"
         )));
     };
-    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let data = source.data.clone().unwrap_or_default();
     let hash = source_hash(&data);
     // Several objects of a namespace share one mirror: a conflicting write is read again.
@@ -373,6 +383,24 @@ async fn mirror(
     Ok(Err(format!(
         "Secret {name} kept changing while it was written; the next reconcile tries again"
     )))
+}
+
+/// Adds `owner` to the cached mirror's owners with a strategic merge patch, which merges owner
+/// references by uid: the objects sharing the mirror add themselves without conflicting, and each
+/// write carries one owner reference, not all of them. The mirror's uid rides along, so a Secret
+/// recreated under the name since the cache saw it refuses the patch (uid is immutable).
+async fn add_mirror_owner(
+    api: &Api<Secret>,
+    cached: &ObjectMeta,
+    owner: &OwnerReference,
+) -> kube::Result<()> {
+    let name = cached.name.as_deref().unwrap_or_default();
+    let patch = serde_json::json!({
+        "metadata": { "uid": cached.uid, "ownerReferences": [owner] }
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .map(drop)
 }
 
 /// Deletes the namespace's mirror of `identity` (access revoked).

@@ -14,6 +14,11 @@ pub fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
+/// Whether an error is a 422 (the API server refused the write as invalid).
+pub fn is_invalid(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 422)
+}
+
 /// `GET`, with a missing object as `None`.
 pub async fn get_opt<K>(api: &Api<K>, name: &str) -> kube::Result<Option<K>>
 where

@@ -146,6 +146,30 @@ async fn cluster_and_machines_from_first_apply_to_destroy() {
         );
     }
 
+    // Every user of the identity owns the one mirror, once each: the machines added themselves
+    // by strategic merge patch, with the cluster's reference kept.
+    let mirror = get_json(&client, &ns, "v1", "Secret", "captf-creds-id-lifecycle").await;
+    let mut owners: Vec<String> = mirror["metadata"]["ownerReferences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}",
+                o["kind"].as_str().unwrap(),
+                o["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    owners.sort();
+    let mut expected: Vec<String> = machines
+        .iter()
+        .map(|(name, _)| format!("TerraformMachine/{name}"))
+        .chain(["TerraformCluster/prod".to_owned()])
+        .collect();
+    expected.sort();
+    assert_eq!(owners, expected, "{mirror:#}");
+
     // The control plane comes up: the cluster re-applies exactly once.
     capi_control_plane_initialized(&client, &ns, "prod").await;
     eventually(LONG, "the cluster's second apply", || async {
