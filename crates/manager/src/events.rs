@@ -49,8 +49,12 @@ impl Outbox {
     }
 
     /// The events for the condition transitions of the pass: a dedicated event where one is
-    /// documented, `ConditionChanged` otherwise (Warning when entering a bad state).
+    /// documented, `ConditionChanged` otherwise (Warning when entering a bad state). The pass's
+    /// `ConditionChanged` transitions are one event per type, its note listing each change in
+    /// order: a first pass settles most conditions at once, and one event each would be most of
+    /// an object's API writes.
     pub fn for_transitions(&mut self, transitions: &[Transition]) {
+        let mut changed = Outbox::default();
         for t in transitions {
             if t.type_ == ctype::READY {
                 continue;
@@ -91,8 +95,23 @@ impl Outbox {
                 (ctype::IDENTITY_ALLOWED, "False", reasons::NAMESPACE_NOT_ALLOWED) => {
                     self.warning(reason::IDENTITY_NOT_ALLOWED, msg);
                 }
-                _ if t.is_bad() => self.warning(reason::CONDITION_CHANGED, msg),
-                _ => self.normal(reason::CONDITION_CHANGED, msg),
+                _ if t.is_bad() => changed.warning(reason::CONDITION_CHANGED, msg),
+                _ => changed.normal(reason::CONDITION_CHANGED, msg),
+            }
+        }
+        for warning in [true, false] {
+            let notes: Vec<String> = changed
+                .events
+                .iter()
+                .filter(|e| e.warning == warning)
+                .map(|e| e.note.clone())
+                .collect();
+            if !notes.is_empty() {
+                self.events.push(Pending {
+                    warning,
+                    reason: reason::CONDITION_CHANGED,
+                    note: notes.join("; "),
+                });
             }
         }
     }
@@ -164,11 +183,63 @@ mod tests {
         ]);
         let got: Vec<_> = out.events().iter().map(|e| (e.reason, e.warning)).collect();
         assert_eq!(
+            out.events()[2].note,
+            "DependenciesReady is False (OwnerMismatch): "
+        );
+        assert_eq!(
             got,
             vec![
                 (reason::INSTANCE_HEALTHY, false),
                 (reason::RESUMED, false),
                 (reason::CONDITION_CHANGED, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn one_condition_changed_per_type_in_a_pass_naming_every_change() {
+        let mut out = Outbox::default();
+        out.for_transitions(&[
+            t(
+                ctype::IDENTITY_ALLOWED,
+                None,
+                "True",
+                reasons::IDENTITY_ALLOWED,
+            ),
+            t(
+                ctype::DEPENDENCIES_READY,
+                None,
+                "False",
+                reasons::OWNER_MISMATCH,
+            ),
+            t(ctype::CREDENTIALS_MIRRORED, None, "True", reasons::MIRRORED),
+            t(ctype::PAUSED, Some("False"), "True", reasons::PAUSED),
+            t(ctype::STATE_READABLE, None, "False", reasons::STATE_CORRUPT),
+        ]);
+        let got: Vec<_> = out
+            .events()
+            .iter()
+            .map(|e| (e.reason, e.warning, e.note.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (reason::PAUSED, false, "Paused is True (Paused): "),
+                (
+                    reason::STATE_UNREADABLE,
+                    true,
+                    "StateReadable is False (StateCorrupt): "
+                ),
+                (
+                    reason::CONDITION_CHANGED,
+                    true,
+                    "DependenciesReady is False (OwnerMismatch): "
+                ),
+                (
+                    reason::CONDITION_CHANGED,
+                    false,
+                    "IdentityAllowed is True (IdentityAllowed): ; CredentialsMirrored is True (Mirrored): "
+                ),
             ]
         );
     }
