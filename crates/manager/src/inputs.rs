@@ -28,7 +28,7 @@ use kube::{Api, ResourceExt};
 use crate::caches::Caches;
 use crate::decide::OwnerCheck;
 use crate::kubeutil::get_opt;
-use crate::state::{StateReading, list_state_secrets, read};
+use crate::state::StateReading;
 
 /// What the owner lookup found.
 #[derive(Debug, Clone)]
@@ -600,6 +600,7 @@ pub async fn cluster_inputs(
 /// for an externally managed TerraformCluster. `Err` when the exports cannot be read yet.
 pub async fn cluster_handoff(
     client: &kube::Client,
+    caches: &Caches,
     tc: &TerraformCluster,
 ) -> kube::Result<Result<ClusterHandoff, NotBuilt>> {
     let externally_managed = tc
@@ -623,14 +624,16 @@ pub async fn cluster_handoff(
     let ns = tc.metadata.namespace.clone().unwrap_or_default();
     let name = tc.metadata.name.clone().unwrap_or_default();
     let suffix = state_suffix(&ns, ObjectKind::Cluster, &name);
-    let secrets = list_state_secrets(client, &ns, &suffix).await?;
+    // Decoded once per version of the cluster's state, shared with the cluster's own passes.
+    let uid = tc.metadata.uid.clone().unwrap_or_default();
+    let view = crate::state::observe(client, caches, &ns, &suffix, &uid).await?;
     let waiting = |m: &str| {
         Ok(Err(NotBuilt::waiting(
             reasons::WAITING_FOR_CLUSTER_EXPORTS,
             format!("TerraformCluster {name}'s exports output {m}"),
         )))
     };
-    let StateReading::Read(summary) = read(&suffix, &secrets) else {
+    let StateReading::Read(summary) = &view.reading else {
         return waiting("cannot be read: its state is missing or unreadable");
     };
     let decoded = decode_cluster_outputs(&summary.outputs);
@@ -666,7 +669,9 @@ pub async fn machine_inputs(
         )));
     };
     let handoff =
-        match provisioned_handoff(client, owner, cluster, &machine.spec.cluster_name).await? {
+        match provisioned_handoff(client, caches, owner, cluster, &machine.spec.cluster_name)
+            .await?
+        {
             Ok(h) => h,
             Err(e) => return Ok(Err(e)),
         };
@@ -708,6 +713,7 @@ pub async fn machine_inputs(
 /// (Machine Role and MachinePool Role "Gating").
 async fn provisioned_handoff(
     client: &kube::Client,
+    caches: &Caches,
     owner: &Owner,
     cluster: &Cluster,
     cluster_name: &str,
@@ -724,7 +730,7 @@ async fn provisioned_handoff(
             format!("Waiting for Cluster {cluster_name}'s infrastructure to be provisioned"),
         )));
     };
-    cluster_handoff(client, tc).await
+    cluster_handoff(client, caches, tc).await
 }
 
 /// The bootstrap data the owner's `bootstrap.dataSecretName` names, read from the API server;
@@ -783,10 +789,11 @@ pub async fn pool_inputs(
             "The MachinePool or its Cluster is not there yet",
         )));
     };
-    let handoff = match provisioned_handoff(client, owner, cluster, &mp.spec.cluster_name).await? {
-        Ok(h) => h,
-        Err(e) => return Ok(Err(e)),
-    };
+    let handoff =
+        match provisioned_handoff(client, caches, owner, cluster, &mp.spec.cluster_name).await? {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(e)),
+        };
     let bootstrap = mp.spec.template.spec.bootstrap.as_ref();
     let bootstrap = match read_bootstrap(client, &ns, bootstrap, "MachinePool").await? {
         Ok(b) => b,
