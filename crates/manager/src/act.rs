@@ -578,13 +578,16 @@ async fn write_durable(
     );
     let api: Api<Secret> = Api::namespaced(p.ctx.client.clone(), &p.ns);
     let name = durable_inputs_secret_name(p.kind, &p.name);
-    let written = match o.durable.resource_version() {
-        Some(rv) => {
-            let mut s = secret;
-            s.metadata.resource_version = Some(rv);
-            api.replace(&name, &PostParams::default(), &s).await?
-        }
-        None => api.create(&PostParams::default(), &secret).await?,
+    let own = &p.ctx.caches.own_writes;
+    let pp = PostParams::default();
+    let written = if let Some(rv) = o.durable.resource_version() {
+        let mut s = secret;
+        s.metadata.resource_version = Some(rv);
+        let write = api.replace(&name, &pp, &s);
+        own.write("Secret", &p.ns, &name, write).await?
+    } else {
+        let write = api.create(&pp, &secret);
+        own.write("Secret", &p.ns, &name, write).await?
     };
     o.durable.written(written);
     o.durable.remember(&p.ctx.caches, &p.uid);
@@ -633,9 +636,13 @@ async fn create_job(
         );
     }
     let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
-    let (created, new) = match jobs.create(&PostParams::default(), &built.job).await {
+    let job_name = job::job_name(request);
+    let pp = PostParams::default();
+    let create = jobs.create(&pp, &built.job);
+    let own = &p.ctx.caches.own_writes;
+    let (created, new) = match own.write("Job", &p.ns, &job_name, create).await {
         Ok(j) => (j, true),
-        Err(e) if is_conflict(&e) => (jobs.get(&job::job_name(request)).await?, false),
+        Err(e) if is_conflict(&e) => (jobs.get(&job_name).await?, false),
         Err(e) => return Err(e.into()),
     };
     p.ctx.caches.created.add(created.clone());
@@ -761,7 +768,7 @@ async fn set_block_move(p: &mut Pass<'_>, on: bool) -> Result<(), Error> {
         serde_json::Value::Null
     };
     let patch = serde_json::json!({"metadata": {"annotations": {annotations::BLOCK_MOVE: value}}});
-    p.patch_object(&patch).await
+    p.patch_object_accounted(&patch).await
 }
 
 async fn add_finalizer(p: &mut Pass<'_>) -> Result<(), Error> {
@@ -811,7 +818,13 @@ pub async fn finish(
     }
     let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
     for k in &o.books.kept {
-        crate::bookkeeping::mark_bookkept(&jobs, &k.record.name, k.outcome).await?;
+        crate::bookkeeping::mark_bookkept(
+            &jobs,
+            &k.record.name,
+            k.outcome,
+            &p.ctx.caches.own_writes,
+        )
+        .await?;
         crate::bookkeeping::count(&p.ctx.metrics, &p, k, &o.books.records);
     }
     if drop_finalizer {

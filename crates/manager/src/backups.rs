@@ -200,7 +200,14 @@ async fn take(
     let api: Api<Secret> = Api::namespaced(p.ctx.client.clone(), &p.ns);
     // Chunk 0 last: a set without it is not a backup yet (and is completed by the next try).
     for copy in set.iter().rev() {
-        if let Err(e) = create_or_replace(&api, copy).await {
+        // This pass lists the backup in the status it writes: the copy's own event need not
+        // wake the object again.
+        let name = copy.metadata.name.clone().unwrap_or_default();
+        let own = &p.ctx.caches.own_writes;
+        if let Err(e) = own
+            .write("Secret", &p.ns, &name, create_or_replace(&api, copy))
+            .await
+        {
             skipped(p, summary.serial, &format!("copying it failed: {e}"));
             return Ok(None);
         }
@@ -308,20 +315,18 @@ fn copies(
 }
 
 /// Creates `copy`, or replaces what an earlier, cut-short copy left under its name.
-async fn create_or_replace(api: &Api<Secret>, copy: &Secret) -> kube::Result<()> {
+async fn create_or_replace(api: &Api<Secret>, copy: &Secret) -> kube::Result<Secret> {
     match api.create(&PostParams::default(), copy).await {
-        Ok(_) => Ok(()),
         Err(e) if is_conflict(&e) => {
             let name = copy.metadata.name.clone().unwrap_or_default();
             let Some(old) = get_opt(api, &name).await? else {
-                return Ok(());
+                return Ok(Secret::default());
             };
             let mut copy = copy.clone();
             copy.metadata.resource_version = old.metadata.resource_version;
-            api.replace(&name, &PostParams::default(), &copy).await?;
-            Ok(())
+            api.replace(&name, &PostParams::default(), &copy).await
         }
-        Err(e) => Err(e),
+        written => written,
     }
 }
 

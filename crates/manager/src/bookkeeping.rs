@@ -782,6 +782,7 @@ pub async fn after_apply(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Er
         &p.suffix,
         &p.target.owner_reference(false),
         &record.inputs_hash,
+        &p.ctx.caches.own_writes,
     )
     .await?;
     // The state now records the applied inputs hash: what was decoded from it before is stale,
@@ -831,13 +832,10 @@ async fn pin_digest(
     let secrets: Api<Secret> = Api::namespaced(p.ctx.client.clone(), &p.ns);
     let patch =
         serde_json::json!({"metadata": {"annotations": {annotations::IMAGE_DIGEST: digest}}});
-    let updated = secrets
-        .patch(
-            durable.name(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+    let (pp, merge) = (PatchParams::default(), Patch::Merge(&patch));
+    let write = secrets.patch(durable.name(), &pp, &merge);
+    let own = &p.ctx.caches.own_writes;
+    let updated = own.write("Secret", &p.ns, durable.name(), write).await?;
     durable.written(updated);
     durable.remember(&p.ctx.caches, &p.uid);
     p.outbox.normal(
@@ -961,17 +959,23 @@ pub fn count(metrics: &Metrics, p: &Pass<'_>, kept: &Kept, records: &[JobRecord]
     }
 }
 
-/// Marks a Job bookkept, with the annotations of its outcome (after the status patch landed).
-pub async fn mark_bookkept(jobs: &Api<Job>, name: &str, outcome: JobOutcome) -> Result<(), Error> {
+/// Marks a Job bookkept, with the annotations of its outcome (after the status patch landed): a
+/// write the pass accounted for, which wakes no one.
+pub async fn mark_bookkept(
+    jobs: &Api<Job>,
+    name: &str,
+    outcome: JobOutcome,
+    own_writes: &crate::caches::OwnWrites,
+) -> Result<(), Error> {
     let annotations: serde_json::Map<String, serde_json::Value> = bookkept_annotations(outcome)
         .into_iter()
         .map(|a| (a.to_owned(), serde_json::Value::String("true".to_owned())))
         .collect();
     let patch = serde_json::json!({"metadata": {"annotations": annotations}});
-    match jobs
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
+    let ns = jobs.namespace().unwrap_or_default().to_owned();
+    let (pp, merge) = (PatchParams::default(), Patch::Merge(&patch));
+    let write = jobs.patch(name, &pp, &merge);
+    match own_writes.write("Job", &ns, name, write).await {
         Ok(_) => Ok(()),
         Err(e) if crate::kubeutil::is_not_found(&e) => Ok(()),
         Err(e) => Err(e.into()),

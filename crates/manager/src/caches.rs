@@ -86,6 +86,107 @@ pub struct Caches {
     pub decoded: Decoded,
     /// The Jobs this manager created that the Job cache may not show yet.
     pub created: Created,
+    /// Writes a pass made and already accounted for, which wake no one.
+    pub own_writes: OwnWrites,
+}
+
+/// Writes a pass made and already accounted for in the same pass or the status it wrote: the
+/// Jobs it created and marked bookkept, the durable inputs it wrote, the state it adopted, the
+/// backups it copied (Terraform State "Backups") and its own clusterctl move block. The watch event
+/// of such a write wakes no one, since a pass over it would find nothing new. The finalizer a
+/// first pass adds is not among them: that pass stops for it to be seen (The Reconcile Lifecycle,
+/// step 3).
+///
+/// A write is expected, by kind, namespace and name, before it is sent: its event may reach the
+/// watch before its response reaches the pass. The first event of the object while the write is
+/// in flight, or the event of exactly the version it returned, is taken as the write's own; a
+/// failed write is expected no longer. A foreign change that lands first makes a write under a
+/// resourceVersion precondition conflict, and the pass runs again; any later change has another
+/// version and wakes as usual. An expectation unmet for [`EXPECTED_FOR`] lapses.
+#[derive(Clone, Default)]
+pub struct OwnWrites(Arc<Mutex<HashMap<String, Expected>>>);
+
+/// How long a write in flight is expected.
+pub const EXPECTED_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A write expected: in flight since, or landed at a resourceVersion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Expected {
+    InFlight(std::time::Instant),
+    At(String),
+}
+
+impl std::fmt::Debug for OwnWrites {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OwnWrites")
+    }
+}
+
+pub fn own_write_key(kind: &str, ns: Option<&str>, name: Option<&str>) -> String {
+    format!(
+        "{kind}/{}/{}",
+        ns.unwrap_or_default(),
+        name.unwrap_or_default()
+    )
+}
+
+impl OwnWrites {
+    /// Sends `write` (of the `kind` object `ns`/`name`) as a write this pass accounts for.
+    pub async fn write<K: Resource>(
+        &self,
+        kind: &str,
+        ns: &str,
+        name: &str,
+        write: impl std::future::Future<Output = kube::Result<K>>,
+    ) -> kube::Result<K> {
+        let key = own_write_key(kind, Some(ns), Some(name));
+        self.expect(&key);
+        let written = write.await;
+        let rv = written
+            .as_ref()
+            .ok()
+            .and_then(|o| o.meta().resource_version.clone());
+        self.settle(&key, rv);
+        written
+    }
+
+    /// A write about to be sent.
+    pub fn expect(&self, key: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                key.to_owned(),
+                Expected::InFlight(std::time::Instant::now()),
+            );
+    }
+
+    /// A write's outcome: the version it left, or `None` when it failed.
+    pub fn settle(&self, key: &str, rv: Option<String>) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match rv {
+            // Its event came first and was taken: nothing left to expect.
+            Some(rv) if map.contains_key(key) => {
+                map.insert(key.to_owned(), Expected::At(rv));
+            }
+            Some(_) => {}
+            None => {
+                map.remove(key);
+            }
+        }
+    }
+
+    /// Whether the event of the `kind` object `meta` is an expected write's own; the expectation
+    /// is met (or missed) either way.
+    fn seen(&self, kind: &str, meta: &ObjectMeta) -> bool {
+        let key = own_write_key(kind, meta.namespace.as_deref(), meta.name.as_deref());
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match map.remove(&key) {
+            Some(Expected::InFlight(since)) => since.elapsed() < EXPECTED_FOR,
+            Some(Expected::At(rv)) => meta.resource_version.as_deref() == Some(rv.as_str()),
+            None => false,
+        }
+    }
 }
 
 /// The Jobs this manager created, kept until the Job cache shows them: a pass right after the
@@ -200,6 +301,7 @@ struct Wake {
     tcis: Store<TerraformClusterIdentity>,
     machine_owners: Store<Machine>,
     decoded: Decoded,
+    own_writes: OwnWrites,
 }
 
 impl Wake {
@@ -346,6 +448,39 @@ fn own_print<K: Resource + serde::Serialize>(o: &K, spec: &impl serde::Serialize
     ))
 }
 
+/// What of a TerraformMachine wakes it: [`own_print`] but `spec.providerID` (and the generation
+/// its write bumps). Only CAPTF writes it, once, in a pass that reports what it means (Machine Role
+/// "provider_id"); a pass woken by that write would find nothing new.
+fn terraform_machine_print(tm: &TerraformMachine) -> u64 {
+    let mut spec = tm.spec.clone();
+    spec.provider_id = None;
+    let m = &tm.metadata;
+    fingerprint(&(
+        &m.labels,
+        &m.annotations,
+        &m.finalizers,
+        &m.owner_references,
+        m.deletion_timestamp.is_some(),
+        &spec,
+    ))
+}
+
+/// What of a Machine wakes its TerraformMachine: what its passes read (its labels, annotations,
+/// deletion and spec), but `spec.providerID`, which Cluster API copies from the TerraformMachine
+/// (Machine Role "provider_id") and CAPTF never reads back, and the generation that copy bumps.
+/// Not its finalizers or owner references, which Cluster API sets and CAPTF does not read.
+fn machine_print(m: &Machine) -> u64 {
+    let mut spec = m.spec.clone();
+    spec.provider_id = None;
+    let meta = &m.metadata;
+    fingerprint(&(
+        &meta.labels,
+        &meta.annotations,
+        meta.deletion_timestamp.is_some(),
+        &spec,
+    ))
+}
+
 fn provisioned_of(status: Option<&api::status::WorkloadStatus>) -> bool {
     status
         .and_then(|s| s.initialization.as_ref())
@@ -467,6 +602,7 @@ pub fn start(
     let (tci_tx, tci_rx) = unbounded();
     let (gone_tx, gone_rx) = unbounded();
     let decoded = Decoded::default();
+    let own_writes = OwnWrites::default();
     let wake = Wake {
         clusters: tc_tx,
         machines: tm_tx,
@@ -480,6 +616,7 @@ pub fn start(
         tcis: tci_store.clone(),
         machine_owners: machine_store.clone(),
         decoded: decoded.clone(),
+        own_writes: own_writes.clone(),
     };
     let ns = settings.namespace.as_deref();
     let main = match &settings.watch_filter {
@@ -579,6 +716,7 @@ pub fn start(
         variable_config_maps,
         decoded,
         created: Created::default(),
+        own_writes,
     };
     let triggers = Triggers {
         clusters: tc_rx,
@@ -615,6 +753,7 @@ impl Caches {
             variable_config_maps: reflector::store().0,
             decoded: Decoded::default(),
             created: Created::default(),
+            own_writes: OwnWrites::default(),
         }
     }
 
@@ -739,16 +878,28 @@ fn on_terraform_cluster(wake: Wake) -> impl FnMut(&watcher::Event<TerraformClust
             for_machines.forget(&key);
             wake.decoded.forget(&key);
             wake.departed(ns.clone());
-        } else if own.changed(key.clone(), own_print(tc, &tc.spec)) {
+        } else if own.changed(key.clone(), own_print(tc, &tc.spec))
+            && !wake.own_writes.seen("TerraformCluster", &tc.metadata)
+        {
             wake.cluster(ObjectRef::from_obj(tc));
         }
-        let print = own_print(
-            tc,
-            &(
-                &tc.spec,
-                provisioned_of(tc.status.as_ref().map(|s| &s.workload)),
+        // Machines never read the clusterctl move block the cluster's own Jobs toggle.
+        let mut for_them = tc.metadata.clone();
+        if let Some(a) = for_them.annotations.as_mut() {
+            a.remove(api::constants::annotations::BLOCK_MOVE);
+        }
+        let print = fingerprint(&(
+            (
+                for_them.generation,
+                &for_them.labels,
+                &for_them.annotations,
+                &for_them.finalizers,
+                &for_them.owner_references,
+                for_them.deletion_timestamp.is_some(),
             ),
-        );
+            &tc.spec,
+            provisioned_of(tc.status.as_ref().map(|s| &s.workload)),
+        ));
         if (deleted || for_machines.changed(key, print))
             && let Some(cluster) = cluster
         {
@@ -757,7 +908,8 @@ fn on_terraform_cluster(wake: Wake) -> impl FnMut(&watcher::Event<TerraformClust
     }
 }
 
-/// A TerraformMachine wakes itself on any change but its status, and its cluster's
+/// A TerraformMachine wakes itself on any change but its status and the `spec.providerID` CAPTF
+/// writes (see [`terraform_machine_print`]), and its cluster's
 /// TerraformCluster only when it appears or goes (a deleting cluster waits for its machines).
 fn on_terraform_machine(wake: Wake) -> impl FnMut(&watcher::Event<TerraformMachine>) + Send {
     let mut own = Seen::default();
@@ -775,7 +927,9 @@ fn on_terraform_machine(wake: Wake) -> impl FnMut(&watcher::Event<TerraformMachi
             wake.departed(ns.clone());
             present.remove(&key)
         } else {
-            if own.changed(key.clone(), own_print(tm, &tm.spec)) {
+            if own.changed(key.clone(), terraform_machine_print(tm))
+                && !wake.own_writes.seen("TerraformMachine", &tm.metadata)
+            {
                 wake.machine(ObjectRef::from_obj(tm));
             }
             present.insert(key)
@@ -802,7 +956,9 @@ fn on_pool(wake: Wake) -> impl FnMut(&watcher::Event<TerraformMachinePool>) + Se
             wake.departed(pool.namespace());
             present.remove(&key)
         } else {
-            if own.changed(key.clone(), own_print(pool, &pool.spec)) {
+            if own.changed(key.clone(), own_print(pool, &pool.spec))
+                && !wake.own_writes.seen("TerraformMachinePool", &pool.metadata)
+            {
                 wake.pool(ObjectRef::from_obj(pool));
             }
             present.insert(key)
@@ -852,8 +1008,8 @@ fn on_cluster(wake: Wake) -> impl FnMut(&watcher::Event<Cluster>) + Send {
     }
 }
 
-/// A Machine wakes the TerraformMachine it names when its spec or metadata changed (not for its
-/// status).
+/// A Machine wakes the TerraformMachine it names when what its passes read of it changed (see
+/// [`machine_print`]; not for its status).
 fn on_machine(wake: Wake) -> impl FnMut(&watcher::Event<Machine>) + Send {
     let mut seen = Seen::default();
     move |event| {
@@ -865,7 +1021,7 @@ fn on_machine(wake: Wake) -> impl FnMut(&watcher::Event<Machine>) + Send {
             seen.forget(&key);
             true
         } else {
-            seen.changed(key, own_print(m, &m.spec))
+            seen.changed(key, machine_print(m))
         };
         if changed
             && let Some(r) = &m.spec.infrastructure_ref
@@ -932,16 +1088,52 @@ fn on_identity(wake: Wake) -> impl FnMut(&watcher::Event<TerraformClusterIdentit
     }
 }
 
-/// A Job wakes the object owning it.
+/// A Job wakes the object owning it when it appears or goes, or when what bookkeeping reads of it
+/// changed (see [`job_print`]): not for each count its controller updates while it runs, nor for
+/// its creation and bookkeeping by a pass (see [`OwnWrites`]).
 fn on_job(wake: Wake) -> impl FnMut(&watcher::Event<Job>) + Send {
+    let mut seen = Seen::default();
     move |event| {
-        let Some((job, _)) = touched(event) else {
+        let Some((job, deleted)) = touched(event) else {
             return;
         };
-        for o in job.owner_references() {
-            wake.owner(job.namespace().as_deref(), &o.kind, &o.name);
+        let key = key_of(job);
+        let changed = if deleted {
+            seen.forget(&key);
+            true
+        } else {
+            seen.changed(key, job_print(job)) && !wake.own_writes.seen("Job", &job.metadata)
+        };
+        if changed {
+            for o in job.owner_references() {
+                wake.owner(job.namespace().as_deref(), &o.kind, &o.name);
+            }
         }
     }
+}
+
+/// What of a Job wakes its owner's pass (The Reconcile Lifecycle "Bookkeeping"): its labels and
+/// annotations (operation, attempt, inputs hash, bookkept outcome), its deletion, when it started,
+/// and its `Complete` or `Failed` condition. Not its active, ready or terminating counts as they
+/// move, nor `SuccessCriteriaMet` or `FailureTarget` ahead of the final condition: the stuck-Job
+/// check that reads whether a pod ever ran is timed, not woken.
+fn job_print(job: &Job) -> u64 {
+    let status = job.status.as_ref();
+    let finished = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        .map(|c| (&c.type_, &c.reason))
+        .collect::<Vec<_>>();
+    let m = &job.metadata;
+    fingerprint(&(
+        &m.labels,
+        &m.annotations,
+        m.deletion_timestamp.is_some(),
+        status.and_then(|s| s.start_time.as_ref()),
+        finished,
+    ))
 }
 
 /// A Secret wakes: the objects owning it (state, durable inputs; a mirror's owners as
@@ -972,7 +1164,7 @@ fn on_secret(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Secret>>) + Send {
             {
                 wake.identity(ObjectRef::new(identity));
             }
-        } else {
+        } else if !wake.own_writes.seen("Secret", &s.metadata) || deleted {
             for o in s.owner_references() {
                 wake.owner(ns.as_deref(), &o.kind, &o.name);
             }
@@ -1243,6 +1435,109 @@ mod tests {
         // Seen afresh after its deletion: a new mirror wakes its owners.
         let again = seen.wakes(&mirror("h2", &["a"]), false);
         assert_eq!(names(&again), ["a"]);
+    }
+
+    fn named(name: &str, rv: &str) -> ObjectMeta {
+        ObjectMeta {
+            namespace: Some("team".into()),
+            name: Some(name.into()),
+            resource_version: Some(rv.into()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn an_own_write_is_silent_once_whichever_comes_first() {
+        let own = OwnWrites::default();
+        let key = own_write_key("Secret", Some("team"), Some("a"));
+        // The response first: only the event of that version is the write's own.
+        own.expect(&key);
+        own.settle(&key, Some("41".into()));
+        assert!(own.seen("Secret", &named("a", "41")));
+        assert!(!own.seen("Secret", &named("a", "41")), "once");
+        // The event first: taken while in flight; the response after it expects nothing more.
+        own.expect(&key);
+        assert!(own.seen("Secret", &named("a", "42")));
+        own.settle(&key, Some("42".into()));
+        assert!(!own.seen("Secret", &named("a", "43")));
+        // Another version than the one written wakes, and ends the expectation.
+        own.expect(&key);
+        own.settle(&key, Some("50".into()));
+        assert!(!own.seen("Secret", &named("a", "49")));
+        assert!(!own.seen("Secret", &named("a", "50")));
+        // A failed write is expected no longer.
+        own.expect(&key);
+        own.settle(&key, None);
+        assert!(!own.seen("Secret", &named("a", "60")));
+        // Kinds and names do not mix.
+        own.expect(&key);
+        assert!(!own.seen("Job", &named("a", "61")));
+        assert!(!own.seen("Secret", &named("b", "61")));
+    }
+
+    #[test]
+    fn an_expectation_unmet_for_long_lapses() {
+        let own = OwnWrites::default();
+        let key = own_write_key("Job", Some("team"), Some("j"));
+        own.0.lock().unwrap().insert(
+            key,
+            Expected::InFlight(
+                std::time::Instant::now()
+                    .checked_sub(EXPECTED_FOR)
+                    .expect("the clock is past 30 s"),
+            ),
+        );
+        assert!(!own.seen("Job", &named("j", "1")));
+    }
+
+    #[test]
+    fn a_machine_wakes_its_terraform_machine_for_what_its_passes_read() {
+        let machine = |provider_id: Option<&str>, version: &str| {
+            let mut m: Machine = serde_json::from_value(serde_json::json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2",
+                "kind": "Machine",
+                "metadata": {"name": "m", "namespace": "team", "uid": "u"},
+                "spec": {"clusterName": "c", "version": version, "bootstrap": {}}
+            }))
+            .unwrap();
+            m.spec.provider_id = provider_id.map(str::to_owned);
+            m
+        };
+        let base = machine_print(&machine(None, "v1.31.0"));
+        let mut copied = machine(Some("noop:///a"), "v1.31.0");
+        copied.metadata.generation = Some(2);
+        copied.metadata.finalizers = Some(vec!["machine.cluster.x-k8s.io".into()]);
+        assert_eq!(base, machine_print(&copied));
+        assert_ne!(base, machine_print(&machine(None, "v1.32.0")));
+        let mut remediate = machine(None, "v1.31.0");
+        remediate.metadata.annotations = Some(std::collections::BTreeMap::from([(
+            api::constants::annotations::REMEDIATE_MACHINE.into(),
+            String::new(),
+        )]));
+        assert_ne!(base, machine_print(&remediate));
+    }
+
+    #[test]
+    fn a_terraform_machine_wakes_itself_for_all_but_the_provider_id_captf_writes() {
+        let tm: TerraformMachine = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+            "kind": "TerraformMachine",
+            "metadata": {"name": "m", "namespace": "team", "uid": "u", "generation": 1},
+            "spec": {"source": {"image": "registry.example/noop:v1"}}
+        }))
+        .unwrap();
+        let base = terraform_machine_print(&tm);
+        let mut written = tm.clone();
+        written.spec.provider_id = Some("noop:///team/m".into());
+        written.metadata.generation = Some(2);
+        assert_eq!(base, terraform_machine_print(&written));
+        let mut annotated = tm.clone();
+        annotated.metadata.annotations =
+            Some(std::collections::BTreeMap::from([("a".into(), "b".into())]));
+        assert_ne!(base, terraform_machine_print(&annotated));
+        let mut other = tm.clone();
+        other.spec.workspace.source.image = "registry.example/noop:v2".into();
+        assert_ne!(base, terraform_machine_print(&other));
     }
 
     #[test]

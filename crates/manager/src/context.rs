@@ -246,14 +246,14 @@ impl Target {
             .is_some()
     }
 
-    /// Merge-patches the object, or its status subresource when `status`; the resourceVersion
-    /// written, `Ok(None)` when the object is gone.
+    /// Merge-patches the object, or its status subresource when `status`; the metadata written
+    /// (its resourceVersion, its generation), `Ok(None)` when the object is gone.
     pub async fn merge_patch(
         &self,
         client: &Client,
         patch: &serde_json::Value,
         status: bool,
-    ) -> kube::Result<Option<String>> {
+    ) -> kube::Result<Option<ObjectMeta>> {
         let ns = self.namespace();
         let name = self.name();
         let pp = PatchParams::default();
@@ -262,30 +262,30 @@ impl Target {
             (Self::Cluster(_), false) => Api::<TerraformCluster>::namespaced(client.clone(), &ns)
                 .patch(&name, &pp, &patch)
                 .await
-                .map(|o| o.metadata.resource_version),
+                .map(|o| o.metadata),
             (Self::Cluster(_), true) => Api::<TerraformCluster>::namespaced(client.clone(), &ns)
                 .patch_status(&name, &pp, &patch)
                 .await
-                .map(|o| o.metadata.resource_version),
+                .map(|o| o.metadata),
             (Self::Machine(_), false) => Api::<TerraformMachine>::namespaced(client.clone(), &ns)
                 .patch(&name, &pp, &patch)
                 .await
-                .map(|o| o.metadata.resource_version),
+                .map(|o| o.metadata),
             (Self::Machine(_), true) => Api::<TerraformMachine>::namespaced(client.clone(), &ns)
                 .patch_status(&name, &pp, &patch)
                 .await
-                .map(|o| o.metadata.resource_version),
+                .map(|o| o.metadata),
             (Self::Pool(_), false) => Api::<TerraformMachinePool>::namespaced(client.clone(), &ns)
                 .patch(&name, &pp, &patch)
                 .await
-                .map(|o| o.metadata.resource_version),
+                .map(|o| o.metadata),
             (Self::Pool(_), true) => Api::<TerraformMachinePool>::namespaced(client.clone(), &ns)
                 .patch_status(&name, &pp, &patch)
                 .await
-                .map(|o| o.metadata.resource_version),
+                .map(|o| o.metadata),
         };
         match result {
-            Ok(rv) => Ok(Some(rv.unwrap_or_default())),
+            Ok(meta) => Ok(Some(meta)),
             Err(e) if crate::kubeutil::is_not_found(&e) => Ok(None),
             Err(e) => Err(e),
         }

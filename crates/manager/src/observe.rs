@@ -193,6 +193,7 @@ pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
     }
     current_inputs(p, &mut o).await?;
     apply_outputs(p, &mut o).await?;
+    fixed_inputs(p, &o);
     if let Target::Pool(_) = p.target
         && o.owner.check == OwnerCheck::Ok
         && !p.target.deleting()
@@ -473,14 +474,7 @@ fn metric_reason(reason: &str) -> &'static str {
 /// gate.
 async fn current_inputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
     let owner_ok = matches!(o.owner.check, OwnerCheck::Ok);
-    let immutable_done = !workload::mutable(p.kind) && p.facts.provisioned();
-    if owner_ok && immutable_done {
-        p.findings.set(
-            ctype::DEPENDENCIES_READY,
-            ConditionStatus::True,
-            reasons::DEPENDENCIES_READY,
-            "Owner resolved; a provisioned machine's inputs are fixed",
-        );
+    if fixed_inputs(p, o) {
         return Ok(());
     }
     if o.active.is_some() || !owner_ok {
@@ -506,6 +500,23 @@ async fn current_inputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Err
         Err(nb) => not_built(p, o, &nb),
     }
     Ok(())
+}
+
+/// A provisioned machine's inputs are fixed: `DependenciesReady=True` once its owner resolves,
+/// whatever its Machine's bootstrap data or cluster say now. Also after the outputs step, so a
+/// machine provisioned by this very pass reports what the passes after it will.
+fn fixed_inputs(p: &mut Pass<'_>, o: &Observation) -> bool {
+    let owner_ok = matches!(o.owner.check, OwnerCheck::Ok);
+    let immutable_done = !workload::mutable(p.kind) && p.facts.provisioned();
+    if owner_ok && immutable_done {
+        p.findings.set(
+            ctype::DEPENDENCIES_READY,
+            ConditionStatus::True,
+            reasons::DEPENDENCIES_READY,
+            "Owner resolved; a provisioned machine's inputs are fixed",
+        );
+    }
+    owner_ok && immutable_done
 }
 
 fn not_built(p: &mut Pass<'_>, o: &mut Observation, nb: &NotBuilt) {

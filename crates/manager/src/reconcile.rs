@@ -79,6 +79,9 @@ pub struct Pass<'a> {
     /// The object's resourceVersion as this pass last saw or wrote it: the precondition of its
     /// writes to the object.
     pub rv: Option<String>,
+    /// The object's generation as this pass last saw or wrote it: the status it reports observed
+    /// this one (a spec this pass wrote, such as `providerID`, included).
+    pub generation: Option<i64>,
 }
 
 impl<'a> Pass<'a> {
@@ -106,6 +109,7 @@ impl<'a> Pass<'a> {
             outbox: Outbox::default(),
             announced: Outbox::default(),
             rv: target.meta().resource_version.clone(),
+            generation: target.meta().generation,
         }
     }
 
@@ -121,14 +125,26 @@ impl<'a> Pass<'a> {
         {
             meta.insert("resourceVersion".to_owned(), serde_json::json!(self.rv));
         }
-        if let Some(rv) = self
+        if let Some(meta) = self
             .target
             .merge_patch(&self.ctx.client, &body, false)
             .await?
         {
-            self.rv = Some(rv);
+            self.rv = meta.resource_version;
+            self.generation = meta.generation;
         }
         Ok(())
+    }
+
+    /// [`Self::patch_object`], for a write the rest of this pass accounts for: its own watch
+    /// event does not wake the object again (see [`crate::caches::OwnWrites`]).
+    pub async fn patch_object_accounted(&mut self, patch: &serde_json::Value) -> Result<(), Error> {
+        let own = self.ctx.caches.own_writes.clone();
+        let key = crate::caches::own_write_key(self.kind_name(), Some(&self.ns), Some(&self.name));
+        own.expect(&key);
+        let written = self.patch_object(patch).await;
+        own.settle(&key, written.as_ref().ok().and(self.rv.clone()));
+        written
     }
 
     /// The kind's name (`TerraformCluster`, ...).
@@ -181,7 +197,7 @@ async fn pass(target: &Target, ctx: &Context) -> Result<Action, Error> {
     let facts = report::Facts {
         status: &p.facts,
         findings: &p.findings,
-        generation: p.target.meta().generation,
+        generation: p.generation,
         now: Time(p.now_ts),
         ready_inputs: crate::workload::ready_inputs(p.target, observed.provisioned),
         active: o.active.as_ref(),

@@ -216,8 +216,8 @@ pub async fn write_status(p: &mut Pass<'_>, reported: Reported) -> Result<bool, 
         "status": patch,
     });
     match p.target.merge_patch(&p.ctx.client, &body, true).await {
-        Ok(Some(rv)) => {
-            p.rv = Some(rv);
+        Ok(Some(meta)) => {
+            p.rv = meta.resource_version;
             p.outbox.extend(reported.events);
             Ok(true)
         }

@@ -138,13 +138,15 @@ fn to_state_secret(s: &Secret) -> StateSecret {
 }
 
 /// After a successful apply or restore: every chunk Secret gets an owner reference to the object,
-/// and the base Secret records the applied inputs hash.
+/// and the base Secret records the applied inputs hash. The adopting pass reads the state again
+/// itself, so these writes wake no one (see [`crate::caches::OwnWrites`]).
 pub async fn adopt(
     client: &kube::Client,
     ns: &str,
     suffix: &str,
     owner: &OwnerReference,
     inputs_hash: &str,
+    own_writes: &crate::caches::OwnWrites,
 ) -> kube::Result<()> {
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let base = state_secret_name(suffix);
@@ -165,10 +167,9 @@ pub async fn adopt(
         } else if owned {
             continue;
         }
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        let (pp, merge) = (PatchParams::default(), Patch::Merge(&patch));
+        let write = api.patch(&name, &pp, &merge);
+        match own_writes.write("Secret", ns, &name, write).await {
             Ok(_) => {}
             Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e),
