@@ -424,11 +424,16 @@ impl Seen {
 }
 
 fn key_of<K: Resource>(o: &K) -> String {
-    o.meta().uid.clone().unwrap_or_else(|| {
+    meta_key(o.meta())
+}
+
+/// An object's key in the wake bookkeeping: its uid, else its namespace and name.
+fn meta_key(m: &ObjectMeta) -> String {
+    m.uid.clone().unwrap_or_else(|| {
         format!(
             "{}/{}",
-            o.meta().namespace.as_deref().unwrap_or_default(),
-            o.meta().name.as_deref().unwrap_or_default()
+            m.namespace.as_deref().unwrap_or_default(),
+            m.name.as_deref().unwrap_or_default()
         )
     })
 }
@@ -436,7 +441,11 @@ fn key_of<K: Resource>(o: &K) -> String {
 /// What of an object's metadata wakes the object itself: all but status, resourceVersion and
 /// managed fields.
 fn own_print<K: Resource + serde::Serialize>(o: &K, spec: &impl serde::Serialize) -> u64 {
-    let m = o.meta();
+    meta_print(o.meta(), spec)
+}
+
+/// [`own_print`] of metadata `m` and `spec`.
+fn meta_print(m: &ObjectMeta, spec: &impl serde::Serialize) -> u64 {
     fingerprint(&(
         m.generation,
         &m.labels,
@@ -454,15 +463,9 @@ fn own_print<K: Resource + serde::Serialize>(o: &K, spec: &impl serde::Serialize
 fn terraform_machine_print(tm: &TerraformMachine) -> u64 {
     let mut spec = tm.spec.clone();
     spec.provider_id = None;
-    let m = &tm.metadata;
-    fingerprint(&(
-        &m.labels,
-        &m.annotations,
-        &m.finalizers,
-        &m.owner_references,
-        m.deletion_timestamp.is_some(),
-        &spec,
-    ))
+    let mut meta = tm.metadata.clone();
+    meta.generation = None;
+    meta_print(&meta, &spec)
 }
 
 /// What of a Machine wakes its TerraformMachine: what its passes read (its labels, annotations,
@@ -888,18 +891,13 @@ fn on_terraform_cluster(wake: Wake) -> impl FnMut(&watcher::Event<TerraformClust
         if let Some(a) = for_them.annotations.as_mut() {
             a.remove(api::constants::annotations::BLOCK_MOVE);
         }
-        let print = fingerprint(&(
-            (
-                for_them.generation,
-                &for_them.labels,
-                &for_them.annotations,
-                &for_them.finalizers,
-                &for_them.owner_references,
-                for_them.deletion_timestamp.is_some(),
+        let print = meta_print(
+            &for_them,
+            &(
+                &tc.spec,
+                provisioned_of(tc.status.as_ref().map(|s| &s.workload)),
             ),
-            &tc.spec,
-            provisioned_of(tc.status.as_ref().map(|s| &s.workload)),
-        ));
+        );
         if (deleted || for_machines.changed(key, print))
             && let Some(cluster) = cluster
         {
@@ -1150,11 +1148,7 @@ fn on_secret(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Secret>>) + Send {
         };
         let ns = s.namespace();
         let name = s.name_any();
-        let mirrored = s
-            .labels()
-            .get(labels::MIRRORED)
-            .is_some_and(|v| v == "true");
-        if mirrored {
+        if crate::identity::is_mirror_meta(&s.metadata) {
             let wakes = mirrors.wakes(&s.metadata, deleted);
             for o in &wakes.owners {
                 wake.owner(ns.as_deref(), &o.kind, &o.name);
@@ -1237,13 +1231,7 @@ struct MirrorWakes {
 
 impl MirrorsSeen {
     fn wakes(&mut self, meta: &ObjectMeta, deleted: bool) -> MirrorWakes {
-        let key = meta.uid.clone().unwrap_or_else(|| {
-            format!(
-                "{}/{}",
-                meta.namespace.as_deref().unwrap_or_default(),
-                meta.name.as_deref().unwrap_or_default()
-            )
-        });
+        let key = meta_key(meta);
         let owners: Vec<MirrorOwner> = meta
             .owner_references
             .iter()

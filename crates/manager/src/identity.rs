@@ -83,7 +83,8 @@ fn is_mirror(secret: &Secret) -> bool {
     is_mirror_meta(&secret.metadata)
 }
 
-fn is_mirror_meta(meta: &ObjectMeta) -> bool {
+/// Whether Secret metadata is a credential mirror's (`captf.io/mirrored=true`).
+pub(crate) fn is_mirror_meta(meta: &ObjectMeta) -> bool {
     meta.labels
         .as_ref()
         .and_then(|l| l.get(labels::MIRRORED))
