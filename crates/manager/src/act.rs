@@ -266,6 +266,7 @@ async fn start_job(
     if let Some(wait) = take_leases(p, &cluster_name, op, &job_name).await? {
         return Ok(Started::Wait(wait));
     }
+    confirm_state(p, o, &cluster_name, &job_name).await?;
     let force_unlock = match lock(p, &cluster_name, &job_name).await? {
         Ok(unlock) => unlock,
         Err(wait) => return Ok(Started::Wait(wait)),
@@ -530,14 +531,47 @@ async fn lock(
             "The state lock is held by {who}, not by one of this object's finished runner pods"
         ),
     );
+    give_back_leases(p, cluster_name, job_name).await?;
+    Ok(Err(WaitReason::StateUnreadable {
+        reason: reasons::STATE_LOCKED,
+    }))
+}
+
+/// The run lease (and a cluster's write lease) taken for `job_name`, given back unused.
+async fn give_back_leases(p: &Pass<'_>, cluster_name: &str, job_name: &str) -> Result<(), Error> {
+    let client = &p.ctx.client;
     leases::give_back(client, &p.ns, &run_lease_name(&p.suffix), job_name).await?;
     if p.kind == ObjectKind::Cluster && !cluster_name.is_empty() {
         let lease = cluster_lease_name(&p.ns, cluster_name);
         leases::give_back(client, &p.ns, &lease, job_name).await?;
     }
-    Ok(Err(WaitReason::StateUnreadable {
-        reason: reasons::STATE_LOCKED,
-    }))
+    Ok(())
+}
+
+/// With the run lease held, the state the decision read is checked against the API server when
+/// a Job of the object ran before: a Job that finished wrote its state before it finished, but
+/// the Secret cache may show that later than the Job cache shows the Job finished, and a decision
+/// made on the older state would run the operation again (a second apply of the same inputs,
+/// say). A state that changed gives the leases back and ends the pass: the next pass, a second
+/// later, reads the state from the API server and decides again.
+async fn confirm_state(
+    p: &Pass<'_>,
+    o: &Observation,
+    cluster_name: &str,
+    job_name: &str,
+) -> Result<(), Error> {
+    let Some(version) = o.state_version.as_deref() else {
+        return Ok(());
+    };
+    if o.books.records.is_empty() {
+        return Ok(());
+    }
+    let (client, caches) = (&p.ctx.client, &p.ctx.caches);
+    if state::still_current(client, caches, &p.ns, &p.suffix, &p.uid, version).await? {
+        return Ok(());
+    }
+    give_back_leases(p, cluster_name, job_name).await?;
+    Err(Error::Stale("the state changed since the cache showed it"))
 }
 
 /// A stale lock over an object with no state yet is released by the manager, not by the Job: the

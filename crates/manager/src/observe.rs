@@ -67,6 +67,9 @@ pub struct Observation {
     pub summary: Option<Box<StateSummary>>,
     /// When the base state Secret was created.
     pub state_created: Option<SystemTime>,
+    /// The version (names and resourceVersions) of the state Secrets the state was read from,
+    /// when it was read.
+    pub state_version: Option<String>,
     /// The current inputs, when built.
     pub current: Option<RenderedInputs>,
     /// The current inputs as `decide` sees them.
@@ -103,6 +106,7 @@ impl Observation {
             state: StateRead::None,
             summary: None,
             state_created: None,
+            state_version: None,
             current: None,
             inputs: Inputs::NotBuilt,
             health: HealthReading::Unknown,
@@ -362,6 +366,7 @@ async fn credentials(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error>
 async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
     let view = state::observe(&p.ctx.client, &p.ctx.caches, &p.ns, &p.suffix, &p.uid).await?;
     o.state_created = view.base_created;
+    o.state_version = Some(view.version.clone());
     match &view.reading {
         StateReading::Read(s) => {
             match crate::backups::foreign_lineage(&crate::backups::list(p), &s.lineage) {

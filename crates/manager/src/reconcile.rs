@@ -39,6 +39,10 @@ pub enum Error {
     /// A value could not be serialised.
     #[error("serialisation: {0}")]
     Json(#[from] serde_json::Error),
+    /// A cache was behind the API server where the pass must not act on what it showed: nothing
+    /// was written, and the object is reconciled again shortly.
+    #[error("cache behind the API server: {0}")]
+    Stale(&'static str),
 }
 
 /// What one pass carries from step to step: the object, the status it is building and the
@@ -165,6 +169,10 @@ pub async fn reconcile(target: Target, ctx: &Context) -> Result<Action, Error> {
         // The object changed since the cache showed it: its newer version is reconciled next.
         Err(Error::Kube(e)) if crate::kubeutil::is_conflict(&e) => {
             debug!(kind = target.kind().kind(), namespace = %target.namespace(), name = %target.name(), "conflict; requeued");
+            Ok(Action::requeue(std::time::Duration::from_secs(1)))
+        }
+        Err(Error::Stale(what)) => {
+            debug!(kind = target.kind().kind(), namespace = %target.namespace(), name = %target.name(), what, "cache behind; requeued");
             Ok(Action::requeue(std::time::Duration::from_secs(1)))
         }
         other => other,

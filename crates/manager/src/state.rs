@@ -53,6 +53,8 @@ pub struct StateView {
     pub reading: StateReading,
     /// When the base state Secret was created.
     pub base_created: Option<SystemTime>,
+    /// The names and resourceVersions of the state Secrets it was read from.
+    pub version: String,
 }
 
 /// The version of a set of Secrets: their names and resourceVersions, sorted.
@@ -91,6 +93,7 @@ pub async fn observe(
     }
     let secrets = list_state_secrets(client, ns, suffix).await?;
     let base = state_secret_name(suffix);
+    let version = version_of(secrets.iter().map(|s| &s.metadata));
     let view = Arc::new(StateView {
         reading: read(suffix, &secrets),
         base_created: secrets
@@ -98,13 +101,31 @@ pub async fn observe(
             .find(|s| s.metadata.name.as_deref() == Some(base.as_str()))
             .and_then(|s| s.metadata.creation_timestamp.as_ref())
             .map(|t| SystemTime::from(t.0)),
+        version: version.clone(),
     });
-    caches.decoded.put(
-        &key,
-        &version_of(secrets.iter().map(|s| &s.metadata)),
-        view.clone(),
-    );
+    caches.decoded.put(&key, &version, view.clone());
     Ok(view)
+}
+
+/// Whether the object's state Secrets on the API server are still those its state was read from
+/// (`version`, a [`StateView`]'s). A pass that is about to start a Job asks this once it holds the
+/// run lease: the Secret cache may lag the Job cache, and a Job that finished may have written a
+/// state the pass has not seen. When they differ, what was decoded is forgotten, so that the next
+/// pass reads the state from the API server.
+pub async fn still_current(
+    client: &kube::Client,
+    caches: &Caches,
+    ns: &str,
+    suffix: &str,
+    uid: &str,
+    version: &str,
+) -> kube::Result<bool> {
+    let secrets = list_state_secrets(client, ns, suffix).await?;
+    let current = version_of(secrets.iter().map(|s| &s.metadata)) == version;
+    if !current {
+        caches.decoded.forget(&format!("{uid}/state"));
+    }
+    Ok(current)
 }
 
 /// Reads the object's live state.

@@ -336,3 +336,113 @@ async fn a_corrupted_or_deleted_state_is_reported_and_never_applied_over() {
     poke(&client, &ns, "lost", "after-delete").await;
     reported_and_nothing_ran(&client, &ns, "lost", "StateLost").await;
 }
+
+/// The state a decision read is checked against the API server before a Job starts, once a Job
+/// of the object ran: a Secret cache that lags (here: frozen) still shows a state the finished
+/// Job replaced, and a decision made on it would apply the same inputs a second time. The pass
+/// gives its leases back and writes nothing; the next pass reads the state from the API server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_newer_than_the_cache_starts_no_second_job() {
+    use k8s_openapi::api::core::v1::Secret;
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("behind").await.unwrap();
+    identity(&client, "id-behind", &[ns.as_str()], "planted-behind-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-behind");
+    cluster(&client, &ns, "behind", "id-behind", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "behind", "True", LONG).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    mgr.stop().await;
+    let jobs = jobs_of(&client, &ns, "behind").await.len();
+    let suffix = contract::names::state_suffix(&ns, contract::names::ObjectKind::Cluster, "behind");
+    let state = contract::names::state_secret_name(&suffix);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let hash_key = contract::state::INPUTS_HASH_ANNOTATION;
+    let set_hash = |hash: String| {
+        let secrets = secrets.clone();
+        let state = state.clone();
+        async move {
+            let patch = json!({"metadata": {"annotations": {hash_key: hash}}});
+            let patch = Patch::Merge(&patch);
+            let pp = PatchParams::default();
+            let written = secrets.patch(&state, &pp, &patch).await.unwrap();
+            written.metadata.resource_version.unwrap()
+        }
+    };
+    let applied = secrets
+        .get(&state)
+        .await
+        .unwrap()
+        .metadata
+        .annotations
+        .unwrap()[hash_key]
+        .clone();
+
+    // What the state looked like before: another inputs hash, so a re-apply is due. A foreign
+    // lock stops the pass that reads it before a Job starts.
+    let before = set_hash(format!("h1:{}", "0".repeat(64))).await;
+    set_lock(&client, &ns, "behind", "foreign-id", "someone@workstation").await;
+    let passes = Passes::start(&client, &ns, &images, "passes-behind").await;
+    eventually(
+        Duration::from_secs(20),
+        "the cache shows the older state",
+        || async {
+            let cached = passes.ctx.caches.secrets_labelled(
+                &ns,
+                api::constants::labels::TFSTATE_SECRET_SUFFIX,
+                &suffix,
+            );
+            cached
+                .iter()
+                .any(|s| s.metadata.resource_version.as_deref() == Some(before.as_str()))
+                .then_some(())
+        },
+    )
+    .await;
+    passes
+        .pass(target(&client, &ns, "TerraformCluster", "behind").await)
+        .await;
+    let o = get_json(&client, &ns, TC, "TerraformCluster", "behind").await;
+    assert_eq!(
+        condition(&o, "StateReadable").map(|c| c.1),
+        Some("StateLocked".to_owned()),
+        "{o:#}"
+    );
+
+    // The state is replaced (as a finished apply and its adoption would) and the lock released,
+    // while the cache keeps showing the older state.
+    passes.freeze();
+    set_hash(applied).await;
+    Api::<Lease>::namespaced(client.clone(), &ns)
+        .delete(
+            &format!("lock-tfstate-default-{suffix}"),
+            &kube::api::DeleteParams::default(),
+        )
+        .await
+        .unwrap();
+    let fresh = get_json(&client, &ns, TC, "TerraformCluster", "behind").await;
+    passes
+        .pass(target(&client, &ns, "TerraformCluster", "behind").await)
+        .await;
+    assert_eq!(
+        jobs_of(&client, &ns, "behind").await.len(),
+        jobs,
+        "no Job started from the cached state"
+    );
+    let after = get_json(&client, &ns, TC, "TerraformCluster", "behind").await;
+    assert_eq!(
+        after["metadata"]["resourceVersion"], fresh["metadata"]["resourceVersion"],
+        "the pass wrote nothing: {after:#}"
+    );
+    let run_lease = format!("captf-run-{suffix}");
+    let lease = Api::<Lease>::namespaced(client.clone(), &ns)
+        .get(&run_lease)
+        .await
+        .unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity),
+        None,
+        "the run lease was given back"
+    );
+}

@@ -951,6 +951,12 @@ impl Passes {
         }
     }
 
+    /// Stops the caches' watches: from now on the caches keep what they show, as a watch that
+    /// lags the API server does.
+    pub fn freeze(&self) {
+        self.watches.abort();
+    }
+
     /// One reconcile pass over `target` exactly as given.
     pub async fn pass(&self, target: manager::context::Target) {
         manager::reconcile::reconcile(target, &self.ctx)
