@@ -212,6 +212,7 @@ pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
         .await?;
     }
     source_status(p, &o);
+    applied_by_state(p, &o);
     default_conditions(p, o.credentials_checked);
     dependents(p, &mut o).await?;
     Ok(o)
@@ -624,6 +625,29 @@ fn source_status(p: &mut Pass<'_>, o: &Observation) {
             .map(str::to_owned),
         runtime_version: o.summary.as_ref().map(|s| s.runtime_version.clone()),
     });
+}
+
+/// A state carrying an inputs hash records a successful apply (the hash is written only after
+/// one, or after a restore of such a state): with no apply outcome known here, as on the target
+/// of a `clusterctl move` (status does not move), `ApplyJobSucceeded` says so instead of waiting
+/// for a first apply that already happened. A pool's `Ready` reads it once provisioned.
+fn applied_by_state(p: &mut Pass<'_>, o: &Observation) {
+    let StateRead::Read {
+        inputs_hash: Some(hash),
+        ..
+    } = &o.state
+    else {
+        return;
+    };
+    let known = p.findings.reason(ctype::APPLY_JOB_SUCCEEDED);
+    if matches!(known, None | Some(reasons::NO_APPLY_YET)) {
+        p.findings.set(
+            ctype::APPLY_JOB_SUCCEEDED,
+            ConditionStatus::True,
+            reasons::APPLY_SUCCEEDED,
+            &format!("The state records a successful apply of inputs hash {hash}"),
+        );
+    }
 }
 
 /// The conditions every object reports before its first apply, drift check or state.

@@ -467,6 +467,14 @@ async fn a_moved_cluster_and_machine_rebuild_their_status_and_run_nothing() {
         tm["status"]["initialization"]["provisioned"], true,
         "{tm:#}"
     );
+    // The state's record of the apply stands for the apply no Job of the new object ran.
+    for o in [&tc, &tm] {
+        assert_eq!(
+            condition(o, "ApplyJobSucceeded").map(|c| (c.0, c.1)),
+            Some(("True".to_owned(), "ApplySucceeded".to_owned())),
+            "{o:#}"
+        );
+    }
     tokio::time::sleep(Duration::from_secs(8)).await;
     for owner in ["moved", "moved-m"] {
         let new_jobs: Vec<String> = jobs_of(&client, &ns, owner)

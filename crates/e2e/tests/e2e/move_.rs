@@ -267,7 +267,8 @@ async fn clusterctl_move_carries_everything_and_the_target_starts_no_job() -> an
         )
         .await?;
 
-    // The target rebuilds provisioned from state and starts no Job at all.
+    // The target rebuilds provisioned from state and starts no Job at all; the state's record of
+    // the apply stands for the apply Job the target never ran.
     for (kind, name) in [
         ("TerraformCluster", CLUSTER),
         ("TerraformMachine", tm.as_str()),
@@ -278,8 +279,13 @@ async fn clusterctl_move_carries_everything_and_the_target_starts_no_job() -> an
                 &ns,
                 name,
                 WAIT,
-                "Ready=True and provisioned",
-                |o| is_true(o, "Ready") && o["status"]["initialization"]["provisioned"] == true,
+                "Ready=True, provisioned and ApplyJobSucceeded=True/ApplySucceeded",
+                |o| {
+                    is_true(o, "Ready")
+                        && o["status"]["initialization"]["provisioned"] == true
+                        && condition(o, "ApplyJobSucceeded")
+                            .is_some_and(|(s, r)| s == "True" && r == "ApplySucceeded")
+                },
             )
             .await?;
     }
