@@ -787,7 +787,7 @@ pub async fn after_apply(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Er
     .await?;
     // The state now records the applied inputs hash: what was decoded from it before is stale,
     // and the cache may not show the change yet, so the state is read from the API server next.
-    p.ctx.caches.decoded.forget(&format!("{}/state", p.uid));
+    crate::state::forget_decoded(&p.ctx.caches, &p.uid);
     p.outbox.normal(
         events::STATE_ADOPTED,
         format!("State adopted with inputs hash {}", record.inputs_hash),

@@ -45,6 +45,17 @@ pub enum Error {
     Stale(&'static str),
 }
 
+impl Error {
+    /// A conflict on a write, or a cache found behind: nothing to report, only to look again.
+    fn is_behind(&self) -> bool {
+        match self {
+            Self::Kube(e) => crate::kubeutil::is_conflict(e),
+            Self::Stale(_) => true,
+            Self::Json(_) => false,
+        }
+    }
+}
+
 /// What one pass carries from step to step: the object, the status it is building and the
 /// events it will publish.
 #[derive(Debug)]
@@ -166,13 +177,10 @@ pub async fn reconcile(target: Target, ctx: &Context) -> Result<Action, Error> {
         ObjectKind::MachinePool => "terraformmachinepool",
     };
     let result = match Box::pin(pass(&target, ctx)).await {
-        // The object changed since the cache showed it: its newer version is reconciled next.
-        Err(Error::Kube(e)) if crate::kubeutil::is_conflict(&e) => {
-            debug!(kind = target.kind().kind(), namespace = %target.namespace(), name = %target.name(), "conflict; requeued");
-            Ok(Action::requeue(std::time::Duration::from_secs(1)))
-        }
-        Err(Error::Stale(what)) => {
-            debug!(kind = target.kind().kind(), namespace = %target.namespace(), name = %target.name(), what, "cache behind; requeued");
+        // The object changed since the cache showed it (its newer version is reconciled next),
+        // or a cache was behind where the pass must not act on it: looked at again shortly.
+        Err(e) if e.is_behind() => {
+            debug!(kind = target.kind().kind(), namespace = %target.namespace(), name = %target.name(), error = %e, "requeued");
             Ok(Action::requeue(std::time::Duration::from_secs(1)))
         }
         other => other,

@@ -83,7 +83,7 @@ pub async fn observe(
     suffix: &str,
     uid: &str,
 ) -> kube::Result<Arc<StateView>> {
-    let key = format!("{uid}/state");
+    let key = decoded_key(uid);
     let cached = caches.secrets_labelled(ns, labels::TFSTATE_SECRET_SUFFIX, suffix);
     if let Some(view) = caches
         .decoded
@@ -123,9 +123,20 @@ pub async fn still_current(
     let secrets = list_state_secrets(client, ns, suffix).await?;
     let current = version_of(secrets.iter().map(|s| &s.metadata)) == version;
     if !current {
-        caches.decoded.forget(&format!("{uid}/state"));
+        forget_decoded(caches, uid);
     }
     Ok(current)
+}
+
+/// Where [`observe`] keeps what it decoded of the state of the object with `uid`.
+fn decoded_key(uid: &str) -> String {
+    format!("{uid}/state")
+}
+
+/// Forgets what was decoded of the state of the object with `uid`: its next read lists the
+/// state from the API server.
+pub fn forget_decoded(caches: &Caches, uid: &str) {
+    caches.decoded.forget(&decoded_key(uid));
 }
 
 /// Reads the object's live state.
