@@ -1,13 +1,12 @@
 //! The controllers (spec: Architecture "Components"; INTERFACE-FACTS §4 "Controllers /
 //! concurrency"): TerraformCluster, TerraformMachine, TerraformMachinePool and the
 //! TerraformClusterIdentity status, each
-//! reading the shared [`crate::caches`] (and the TerraformMachineTemplate capacity controller,
-//! [`crate::template`], with its own watch) and woken by the triggers those caches' watches compute
+//! reading the shared [`crate::runtime::caches`] (and the TerraformMachineTemplate capacity controller,
+//! [`crate::kinds::template`], with its own watch) and woken by the triggers those caches' watches compute
 //! (who wakes whom, and which changes do not, is there), plus the orphan sweep.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Resource;
@@ -15,48 +14,11 @@ use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::Store;
 use tracing::{debug, warn};
 
-use crate::context::{Context, Target};
-use crate::reconcile::{Error, reconcile};
+use crate::pass::Error;
+use crate::reconcile::reconcile;
+use crate::runtime::context::{Context, Target};
 
-/// The error backoff of one object: exponential from 5 s, capped at `--sync-period`, with
-/// jitter from its UID, per consecutive failure (kept until a pass succeeds).
-#[derive(Clone, Default)]
-pub struct ErrorBackoff(Arc<std::sync::Mutex<std::collections::HashMap<String, u32>>>);
-
-impl ErrorBackoff {
-    /// The delay after one more failure of the object `uid`.
-    pub fn failed(&self, uid: &str, cap: Duration) -> Duration {
-        let mut map = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let n = map.entry(uid.to_owned()).or_insert(0);
-        *n = n.saturating_add(1);
-        error_delay(uid, *n, cap)
-    }
-
-    /// Forgets the failures of `uid` (its pass succeeded).
-    pub fn succeeded(&self, uid: &str) {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(uid);
-    }
-}
-
-impl std::fmt::Debug for ErrorBackoff {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ErrorBackoff")
-    }
-}
-
-/// The delay after the `failures`-th consecutive failure: 5 s doubled per failure, capped at
-/// `cap`, jittered by up to 10 % from `uid`.
-pub fn error_delay(uid: &str, failures: u32, cap: Duration) -> Duration {
-    let base = Duration::from_secs(5);
-    let doubled = base.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
-    contract::schedule::jittered(uid, doubled.min(cap)).min(cap.max(base))
-}
+pub use crate::runtime::backoff::{ErrorBackoff, error_delay};
 
 /// Runs one controller's passes until `stop` resolves.
 async fn drive<K>(
@@ -127,7 +89,7 @@ where
 /// Runs the caches, the TerraformCluster, TerraformMachine and identity status controllers and
 /// the orphan sweep until `shutdown` resolves.
 pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
-    let (caches, triggers, watches) = crate::caches::start(&ctx.client, &ctx.settings);
+    let (caches, triggers, watches) = crate::runtime::caches::start(&ctx.client, &ctx.settings);
     // Aborted with this future too: a manager dropped at any await point (a crash, in tests) takes
     // its watches with it instead of leaving them streaming into caches nobody reads.
     let watches = AbortOnDrop(tokio::spawn(watches));
@@ -192,14 +154,14 @@ pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync 
         ctx.clone(),
         |o| Target::Pool(Box::new(o)),
     ));
-    let identity_run = crate::identity_status::run(
+    let identity_run = crate::kinds::identity::status::run(
         ctx.clone(),
         controller(caches.identities.clone(), triggers.identities, 1),
         stop(),
     );
     // Boxed: its Controller is a large future of its own.
-    let template_run = Box::pin(crate::template::run(ctx.clone(), stop()));
-    let sweep_run = crate::sweep::run(
+    let template_run = Box::pin(crate::kinds::template::run(ctx.clone(), stop()));
+    let sweep_run = crate::runtime::sweep::run(
         ctx.client.clone(),
         ctx.settings.namespace.clone(),
         ctx.settings.sync_period,
@@ -229,6 +191,7 @@ impl Drop for AbortOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// A failing pass backs off per object, exponentially from 5 s, capped at `--sync-period`,
     /// with the object's jitter; a success forgets the failures.

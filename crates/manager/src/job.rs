@@ -77,17 +77,7 @@ const VOLUME_TMP: &str = "tmp";
 const VOLUME_CONFIG: &str = "config";
 const VOLUME_CREDS: &str = "creds";
 
-/// The state backup a restore Job pushes back into the backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RestoreBackup {
-    /// The backed-up state serial (`captf.io/restore-serial`; names the backup's Secrets).
-    pub serial: u64,
-    /// How many chunk Secrets the backup has (`captf.io/state-backup-chunks`), at least 1.
-    pub chunks: u32,
-    /// The backup's managed-resource count (`captf.io/state-backup-resources`); non-zero makes
-    /// the runner insist on a non-empty `state list` after the push.
-    pub resources: u64,
-}
+pub use crate::pass::observed::RestoreBackup;
 
 /// Everything one runner Job is built from. Defaults are already resolved by the caller except
 /// the [`JobPolicy`] ones, which are read through its `*_or_default` methods.

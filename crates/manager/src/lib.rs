@@ -1,46 +1,24 @@
-//! The CAPTF manager library: the reconcile core shared by TerraformCluster and TerraformMachine
-//! (spec: The Reconcile Lifecycle), its controllers, and the pieces each step of a pass uses.
+//! The CAPTF manager library: the reconcile core shared by TerraformCluster, TerraformMachine and
+//! TerraformMachinePool (spec: The Reconcile Lifecycle), its controllers, and the pieces each step
+//! of a pass uses. Its folders, from the bottom up (each imports only from those below it):
 //!
-//! A pass ([`reconcile`]) has four steps: [`observe`] (with [`bookkeeping`], [`inputs`],
-//! [`identity`], [`runner_rbac`], [`state`], [`backups`], [`restore`], [`durable`],
-//! [`outputs`]) reads everything from
-//! the [`caches`] into one observation; [`decide`] chooses, pure and clock-free; [`act`] carries
-//! the decision out ([`job`], [`leases`]); [`report`] builds the whole status and writes it once
-//! ([`patch`], [`conditions`], [`events`]). What differs between the kinds is [`workload`]'s.
+//! - [`runtime`]: the context, caches, leases, leader election, metrics, diagnostics and events;
+//! - [`pass`]: what one pass carries — the [`pass::Pass`], its [`pass::Error`], the plain values
+//!   its steps exchange, the conditions and status facts it records;
+//! - [`state`]: Terraform state, backups, restore, the durable inputs and Job history;
+//! - [`kinds`]: what differs between the kinds — owner, inputs, outputs, pools, remediation,
+//!   identities and credentials, templates;
+//! - [`job`]: the Job a pass starts, built by pure functions;
+//! - [`reconcile`]: one pass in four steps — Observe (reads only), Decide (pure), Act (every
+//!   write, in the book's order), Report (the one status patch);
+//! - [`controller`]: the controllers that run passes.
 
-pub mod act;
-pub mod backups;
-pub mod bookkeeping;
-pub mod caches;
-pub mod conditions;
-pub mod context;
 pub mod controller;
-pub mod decide;
-pub mod diagnostics;
-pub mod durable;
-pub mod events;
-pub mod history;
-pub mod identity;
-pub mod identity_status;
-pub mod inputs;
 pub mod job;
-pub mod kubeutil;
-pub mod leader;
-pub mod leases;
-pub mod metrics;
-pub mod observe;
-pub mod outputs;
-pub mod patch;
-pub mod pool;
+pub mod kinds;
+pub mod pass;
 pub mod reconcile;
-pub mod remediation;
-pub mod report;
-pub mod restore;
-pub mod runner_rbac;
+pub mod runtime;
 pub mod state;
-pub mod status;
-pub mod sweep;
-pub mod template;
-pub mod workload;
 
-pub use context::{Context, Settings};
+pub use runtime::context::{Context, Settings};

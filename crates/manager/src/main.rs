@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
-use manager::context::{Context, Settings};
-use manager::leader::{Election, Led, Timing};
-use manager::metrics::Metrics;
+use manager::runtime::context::{Context, Settings};
+use manager::runtime::leader::{Election, Led, Timing};
+use manager::runtime::metrics::Metrics;
 
 // jemalloc with heap sampling from start-up, for `/debug/pprof/heap`.
 serving::heap_profiled!();
@@ -210,8 +210,8 @@ async fn main() -> anyhow::Result<()> {
         instance: instance.clone(),
     };
     let metrics = Metrics::new();
-    let ready = manager::diagnostics::Readiness::default();
-    let diag = manager::diagnostics::DiagnosticsSettings {
+    let ready = manager::runtime::diagnostics::Readiness::default();
+    let diag = manager::runtime::diagnostics::DiagnosticsSettings {
         health_addr: cli.health_addr.clone(),
         diagnostics_addr: cli.diagnostics_address.clone(),
         insecure: cli.insecure_diagnostics,
@@ -219,7 +219,7 @@ async fn main() -> anyhow::Result<()> {
         cipher_suites: cli.tls_cipher_suites.clone(),
         curve_preferences: cli.tls_curve_preferences.clone(),
     };
-    let servers = manager::diagnostics::serve(
+    let servers = manager::runtime::diagnostics::serve(
         diag,
         metrics.clone(),
         ready.clone(),
@@ -232,20 +232,19 @@ async fn main() -> anyhow::Result<()> {
     // readiness while the old one still holds the Lease.
     ready.set_ready();
     if cli.leader_elect {
-        let election = Election::new(
-            cli.leader_elect_namespace.clone(),
-            instance,
-            Timing {
-                lease_duration: cli.leader_elect_lease_duration,
-                renew_deadline: cli.leader_elect_renew_deadline,
-                retry_period: cli.leader_elect_retry_period,
-            },
-        );
+        let timing = Timing {
+            lease_duration: cli.leader_elect_lease_duration,
+            renew_deadline: cli.leader_elect_renew_deadline,
+            retry_period: cli.leader_elect_retry_period,
+        };
+        timing.validate().map_err(anyhow::Error::msg)?;
+        let election = Election::new(cli.leader_elect_namespace.clone(), instance, timing);
         let reconcile = || {
             let ctx = Context::new(client.clone(), settings, metrics);
             manager::controller::run(ctx, shutdown_signal())
         };
-        if Box::pin(election.lead(&client, reconcile)).await == Led::Lost {
+        let led = Box::pin(election.lead(&client, reconcile, shutdown_signal())).await;
+        if led == Led::Lost {
             bail!("lost the leader Lease; exiting so another manager takes over");
         }
     } else {

@@ -123,6 +123,18 @@ async fn a_destructive_plan_waits_for_its_inputs_hash_to_be_approved() {
         !annotations(&tc).contains_key("captf.io/approve-destructive-plan"),
         "the approval is consumed"
     );
+    // M3: announced with its write.
+    eventually(
+        LONG,
+        "DestructivePlanApprovalConsumed announced",
+        || async {
+            events_json(&client, &ns)
+                .await
+                .contains("\"DestructivePlanApprovalConsumed\"")
+                .then_some(())
+        },
+    )
+    .await;
     assert_eq!(
         jobs_of(&client, &ns, "guarded").await.len(),
         blocked_jobs + 1
@@ -214,6 +226,13 @@ async fn a_manual_cluster_applies_only_an_approved_plan() {
     })
     .await;
     assert!(!annotations(&tc).contains_key("captf.io/approve-plan"));
+    // M3: the approval's consumption is a write of the pass whose status write then lands:
+    // its events are published.
+    eventually(LONG, "PlanApplied and DigestPinned announced", || async {
+        let events = events_json(&client, &ns).await;
+        (events.contains("\"PlanApplied\"") && events.contains("\"DigestPinned\"")).then_some(())
+    })
+    .await;
     let applied = jobs_of(&client, &ns, "manual")
         .await
         .into_iter()

@@ -435,3 +435,93 @@ async fn a_state_of_a_foreign_lineage_is_reported_never_applied_over_and_restore
     let tc = get_json(&client, &ns, TC, "TerraformCluster", "lineage").await;
     assert_eq!(condition(&tc, "StateReadable").unwrap().0, "True");
 }
+
+async fn set_paused(client: &kube::Client, ns: &str, name: &str, paused: bool) {
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
+    let value = paused.then_some("true");
+    tcs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": value}}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// While paused: the token set and a restore of `serial` asked for; then unpaused, so the
+/// restore runs first and the apply of the token (if it differs from the backup's) after it.
+async fn restore_then_apply(client: &kube::Client, ns: &str, name: &str, serial: u64, token: &str) {
+    set_paused(client, ns, name, true).await;
+    eventually(LONG, "paused", || async {
+        let tc = get_json(client, ns, TC, "TerraformCluster", name).await;
+        (condition(&tc, "Paused").map(|c| c.0) == Some("True".to_owned())).then_some(())
+    })
+    .await;
+    set_token(client, ns, name, token).await;
+    annotate(client, ns, name, Some(&serial.to_string())).await;
+    set_paused(client, ns, name, false).await;
+    eventually(LONG, &format!("the restore of serial {serial}"), || async {
+        let jobs = op_jobs(&jobs_of(client, ns, name).await, "restore");
+        jobs.iter()
+            .any(|j| {
+                j.metadata.annotations.as_ref().unwrap()["captf.io/restore-serial"]
+                    == serial.to_string()
+                    && j.status.as_ref().and_then(|s| s.succeeded) == Some(1)
+            })
+            .then_some(())
+    })
+    .await;
+}
+
+/// H2: a backup is its serial and its content. A restore rewinds the state, so the applies after
+/// it write serials the abandoned history already used, with other content: each is backed up
+/// again (over the abandoned set of its serial), and a second restore of such a serial pushes the
+/// restored timeline's state — which carries the current inputs, so no apply follows it — not the
+/// state the first restore undid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_is_its_serial_and_its_content_across_restores() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = slow_image(env).await;
+    let ns = env.namespace("timeline").await.unwrap();
+    identity(&client, "id-timeline", &[ns.as_str()], "planted-timeline-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-timeline");
+    let spec = json!({"variables": {"token": "t1"}});
+    cluster_with_spec(&client, &ns, "tl", "id-timeline", &image, spec).await;
+    let first = applied_and_backed_up(&client, &ns, "tl", "t1").await;
+    for t in ["t2", "t3"] {
+        set_token(&client, &ns, "tl", t).await;
+        applied_and_backed_up(&client, &ns, "tl", t).await;
+    }
+
+    // Back to t1's state, then two applies on the restored timeline.
+    restore_then_apply(&client, &ns, "tl", serial_of(&first), "t4").await;
+    let t4 = applied_and_backed_up(&client, &ns, "tl", "t4").await;
+    set_token(&client, &ns, "tl", "t5").await;
+    let t5 = applied_and_backed_up(&client, &ns, "tl", "t5").await;
+    let sets = backups(&client, &ns, "tl").await;
+    for (what, live) in [("t4", &t4), ("t5", &t5)] {
+        let serial = serial_of(live);
+        let set = &sets[&serial];
+        let base = format!("captf-state-backup-{}-{serial}", suffix(&ns, "tl"));
+        assert_eq!(
+            &payload(set, &base),
+            live,
+            "the backup of serial {serial} is the restored timeline's ({what}), not the abandoned one"
+        );
+    }
+
+    // The second restore pushes the restored timeline's serial of t4.
+    let applies_before = op_jobs(&jobs_of(&client, &ns, "tl").await, "apply").len();
+    restore_then_apply(&client, &ns, "tl", serial_of(&t4), "t4").await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let live = live_state(&client, &ns, "tl").await;
+    assert_eq!(token_hash_of(&live), Some(sha256_hex("t4")));
+    assert_eq!(
+        op_jobs(&jobs_of(&client, &ns, "tl").await, "apply").len(),
+        applies_before,
+        "the restored state carries the current inputs: no apply follows"
+    );
+    mgr.stop().await;
+}

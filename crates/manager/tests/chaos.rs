@@ -324,7 +324,7 @@ fn label(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, key:
 
 /// `Complete` or `Failed` once the Job finished, else empty.
 fn finished(job: &Job) -> String {
-    manager::bookkeeping::finished_condition(job)
+    manager::reconcile::bookkeeping::finished_condition(job)
         .map(|(complete, ..)| if complete { "Complete" } else { "Failed" })
         .unwrap_or_default()
         .to_owned()
@@ -580,7 +580,7 @@ impl Chaos {
     }
 
     /// Starts a manager: plain, or a candidate that reconciles only while it holds the lane's
-    /// Lease (`manager::leader::Election::lead`, as the binary runs it).
+    /// Lease (`manager::runtime::leader::Election::lead`, as the binary runs it).
     fn start(&mut self) -> Candidate {
         self.starts += 1;
         let instance = format!("chaos-{}-{}", self.lane, self.starts);
@@ -598,10 +598,10 @@ impl Chaos {
             manager::controller::run(ctx, std::future::pending())
         };
         let task = if self.elected {
-            let election = manager::leader::Election::new(
+            let election = manager::runtime::leader::Election::new(
                 self.ns.clone(),
                 instance,
-                manager::leader::Timing {
+                manager::runtime::leader::Timing {
                     lease_duration: LEASE,
                     renew_deadline: RENEW_DEADLINE,
                     retry_period: RETRY,
@@ -609,7 +609,7 @@ impl Chaos {
             );
             let client = self.manager_client.clone();
             tokio::spawn(async move {
-                Box::pin(election.lead(&client, reconcile)).await;
+                Box::pin(election.lead(&client, reconcile, std::future::pending())).await;
             })
         } else {
             tokio::spawn(reconcile())

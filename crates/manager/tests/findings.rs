@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
-use manager::context::Target;
+use manager::runtime::context::Target;
 use serde_json::{Value, json};
 use sha2::Digest;
 
@@ -455,10 +455,10 @@ async fn an_orphaned_machine_keeps_its_cluster_job_defaults() {
         .caught_up(&client, &ns, "TerraformMachine", "m-orphan")
         .await;
     let machine = target(&client, &ns, "TerraformMachine", "m-orphan").await;
-    let owner = manager::workload::owner(&machine, &passes.ctx.caches);
-    assert_eq!(owner.check, manager::decide::OwnerCheck::Gone);
-    let defaults = manager::workload::defaults(&machine, &owner);
-    let policy = manager::workload::job_policy(&machine, defaults.as_ref());
+    let owner = manager::kinds::workload::owner(&machine, &passes.ctx.caches);
+    assert_eq!(owner.check, manager::reconcile::decide::OwnerCheck::Gone);
+    let defaults = manager::kinds::workload::defaults(&machine, &owner);
+    let policy = manager::kinds::workload::job_policy(&machine, defaults.as_ref());
     assert_eq!(policy.active_deadline_seconds, Some(1234));
 }
 

@@ -702,7 +702,7 @@ async fn steady_state_reconcile_requests() {
         }
     }
     assert!(quiet >= 4, "the manager never settled");
-    let passes = |m: &manager::metrics::Metrics| {
+    let passes = |m: &manager::runtime::metrics::Metrics| {
         metric(
             &m.encode(),
             "controller_runtime_reconcile_total",
@@ -731,11 +731,11 @@ async fn steady_state_reconcile_requests() {
 }
 
 /// Leader-election timing for the tests: a 2 s Lease, renewed every 200 ms.
-fn election(ns: &str, identity: &str) -> manager::leader::Election {
-    manager::leader::Election::new(
+fn election(ns: &str, identity: &str) -> manager::runtime::leader::Election {
+    manager::runtime::leader::Election::new(
         ns.to_owned(),
         identity.to_owned(),
-        manager::leader::Timing {
+        manager::runtime::leader::Timing {
             lease_duration: Duration::from_secs(2),
             renew_deadline: Duration::from_secs(1),
             retry_period: Duration::from_millis(200),
@@ -745,7 +745,7 @@ fn election(ns: &str, identity: &str) -> manager::leader::Election {
 
 /// Polls `e.try_acquire` every 100 ms until it holds the Lease; the time it took.
 async fn poll_until_leader(
-    e: &manager::leader::Election,
+    e: &manager::runtime::leader::Election,
     client: &kube::Client,
     within: Duration,
 ) -> Duration {
@@ -761,7 +761,7 @@ async fn poll_until_leader(
 async fn lease_holder(client: &kube::Client, ns: &str) -> (Option<String>, Option<i32>) {
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     let spec = leases
-        .get(manager::leader::LEASE_NAME)
+        .get(manager::runtime::leader::LEASE_NAME)
         .await
         .unwrap()
         .spec
@@ -807,10 +807,14 @@ async fn renew_as_skewed_peer(client: &kube::Client, ns: &str, peer: &str, skew:
     let spec = json!({"holderIdentity": peer, "leaseDurationSeconds": 2,
                       "acquireTime": MicroTime(their_now), "renewTime": MicroTime(their_now)});
     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                       "metadata": {"name": manager::leader::LEASE_NAME}, "spec": spec});
+                       "metadata": {"name": manager::runtime::leader::LEASE_NAME}, "spec": spec});
     let params = PatchParams::apply("skewed-peer").force();
     leases
-        .patch(manager::leader::LEASE_NAME, &params, &Patch::Apply(&lease))
+        .patch(
+            manager::runtime::leader::LEASE_NAME,
+            &params,
+            &Patch::Apply(&lease),
+        )
         .await
         .unwrap();
 }

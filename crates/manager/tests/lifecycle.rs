@@ -634,20 +634,20 @@ async fn the_last_object_moved_away_takes_the_runner_rbac_and_leases_with_it() {
 /// Serves the manager's metrics on a loopback port as `--diagnostics-address` with
 /// `--insecure-diagnostics` would; answers the `/metrics` URL.
 fn serve_metrics(mgr: &RunningManager) -> String {
-    let settings = manager::diagnostics::DiagnosticsSettings {
+    let settings = manager::runtime::diagnostics::DiagnosticsSettings {
         health_addr: "0".into(),
         diagnostics_addr: "127.0.0.1:0".into(),
         insecure: true,
         ..Default::default()
     };
-    let listeners = manager::diagnostics::DiagnosticsListeners::bind(&settings).unwrap();
+    let listeners = manager::runtime::diagnostics::DiagnosticsListeners::bind(&settings).unwrap();
     let url = format!("http://{}/metrics", listeners.diagnostics_addr().unwrap());
-    tokio::spawn(manager::diagnostics::serve_on(
+    tokio::spawn(manager::runtime::diagnostics::serve_on(
         listeners,
         settings,
         std::env::temp_dir(),
         mgr.metrics.clone(),
-        manager::diagnostics::Readiness::default(),
+        manager::runtime::diagnostics::Readiness::default(),
         None,
         std::future::pending(),
     ));

@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use manager::diagnostics::{DiagnosticsSettings, Listen, parse_listen};
+use manager::runtime::diagnostics::{DiagnosticsSettings, Listen, parse_listen};
 use serde_json::Value;
 
 fn config_dir(dir: &str) -> PathBuf {

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use manager::metrics::Metrics;
+use manager::runtime::metrics::Metrics;
 use serde_json::Value;
 
 fn repo(path: &str) -> PathBuf {
@@ -102,8 +102,8 @@ fn exported_series() -> BTreeSet<String> {
             }
         }
     }
-    // Every family the registry declares (crates/manager/src/metrics.rs) is recorded above.
-    let registered = include_str!("../src/metrics.rs")
+    // Every family the registry declares (crates/manager/src/runtime/metrics.rs) is recorded above.
+    let registered = include_str!("../src/runtime/metrics.rs")
         .matches("r.register(")
         .count();
     assert_eq!(
@@ -412,7 +412,7 @@ fn section_or_empty<'a>(page: &'a str, title: &str) -> &'a str {
     }
 }
 
-/// The methods of `crates/manager/src/metrics.rs` that record the family registered as `name`
+/// The methods of `crates/manager/src/runtime/metrics.rs` that record the family registered as `name`
 /// (its field of `Inner`, then every `pub fn` whose body reaches that field to create a series;
 /// removing one records nothing).
 fn recorders(metrics_rs: &str, name: &str) -> Vec<String> {
@@ -459,7 +459,7 @@ fn metrics_listed_as_never_recorded_are_exactly_the_unrecorded_families() {
         .filter(|n| n.starts_with("captf_"))
         .map(|n| n.strip_suffix("_total").unwrap_or(n).to_owned())
         .collect();
-    let metrics_rs = read(&repo("crates/manager/src/metrics.rs"));
+    let metrics_rs = read(&repo("crates/manager/src/runtime/metrics.rs"));
     let code = product_sources();
     let families: Vec<String> = families()
         .into_iter()
@@ -545,7 +545,7 @@ fn reasons_defined_but_not_set_and_events_not_emitted_are_used_nowhere() {
         .filter(|n| n.starts_with(|c: char| c.is_ascii_uppercase()))
         .collect();
     for name in &names {
-        // crates/manager/src/events.rs imports the event reasons as `reason`.
+        // crates/manager/src/pass/conditions.rs imports the event reasons as `reason`.
         unused(&code, &constants, "events", "reason", name);
     }
     // The other way: a manager event reason no product source uses must be listed as not

@@ -27,11 +27,10 @@ use sha2::Digest;
 use api::capi::MachinePool;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use manager::events::Outbox;
-use manager::pool::write_back;
+use manager::kinds::pool::write_back;
+use manager::runtime::events::Outbox;
 use serde_json::json;
 use testenv::TestEnv;
-use testenv::image::{ModuleImage, push_module_image};
 
 const MANAGED_BY: &str = "cluster.x-k8s.io/replicas-managed-by";
 
@@ -125,7 +124,7 @@ async fn the_write_back_claims_writes_and_releases() {
     let err = write_back(&client, &stale, true, Some(9), &mut Outbox::default())
         .await
         .unwrap_err();
-    assert!(manager::kubeutil::is_conflict(&err), "{err}");
+    assert!(manager::runtime::kubeutil::is_conflict(&err), "{err}");
     assert_eq!(get(&client, &ns, "workers").await.spec.replicas, Some(4));
 
     // Autoscaling ends: our claim goes, spec.replicas is the user's again.
@@ -170,59 +169,6 @@ async fn a_foreign_claim_is_never_touched() {
 const LONG: Duration = Duration::from_secs(240);
 const TMP: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
 
-/// The no-op machinepool module, pushed to the test registry under `tag`.
-async fn pool_image(env: &TestEnv, tag: &str) -> String {
-    let host = env.registry().unwrap().host();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    push_module_image(
-        &host,
-        "captf/noop-machinepool",
-        tag,
-        &ModuleImage::new(root.join("modules/noop/machinepool"), "machinepool"),
-    )
-    .await
-    .unwrap();
-    format!("{host}/captf/noop-machinepool:{tag}")
-}
-
-/// A MachinePool with its bootstrap Secret and TerraformMachinePool, as Cluster API's
-/// MachinePool controller and a bootstrap provider leave them.
-async fn pool(client: &Client, ns: &str, cluster: &str, name: &str, image: &str, replicas: i32) {
-    common::create(
-        client,
-        ns,
-        json!({"apiVersion": "v1", "kind": "Secret",
-               "metadata": {"name": format!("{name}-bootstrap")},
-               "stringData": {"value": "pool-bootstrap-token", "format": "cloud-config"}}),
-    )
-    .await;
-    let mp = common::create(
-        client,
-        ns,
-        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
-               "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
-               "spec": {"clusterName": cluster, "replicas": replicas,
-                        "template": {"metadata": {"labels": {"pool": name}},
-                                     "spec": {"clusterName": cluster, "version": "v1.36.2",
-                                              "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
-                                              "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
-                                                                    "kind": "TerraformMachinePool", "name": name}}}}}),
-    )
-    .await;
-    let uid = mp.metadata.uid.unwrap();
-    common::create(
-        client,
-        ns,
-        json!({"apiVersion": TMP, "kind": "TerraformMachinePool",
-               "metadata": {"name": name,
-                            "labels": {"cluster.x-k8s.io/cluster-name": cluster},
-                            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
-                                                 "name": name, "uid": uid, "controller": true}]},
-               "spec": {"source": {"image": image}, "membershipRefreshIntervalSeconds": 15}}),
-    )
-    .await;
-}
-
 async fn patch_mp(client: &Client, ns: &str, name: &str, patch: serde_json::Value) {
     Api::<MachinePool>::namespaced(client.clone(), ns)
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
@@ -248,7 +194,7 @@ fn group(state: &serde_json::Value) -> &serde_json::Value {
 }
 
 /// The pool's succeeded Jobs of `op`, as `captf_jobs_total` counts them.
-fn pool_jobs(metrics: &manager::metrics::Metrics, op: &str) -> u64 {
+fn pool_jobs(metrics: &manager::runtime::metrics::Metrics, op: &str) -> u64 {
     metrics
         .encode()
         .lines()
@@ -269,7 +215,7 @@ async fn a_pool_from_its_machine_pool_to_destroy() {
     common::install_runner_cluster_role(&client).await;
     let ns = env.namespace("pools").await.unwrap();
     common::identity(&client, "id-pools", &[ns.as_str()], "pool-credential").await;
-    let image = pool_image(env, "v1").await;
+    let image = common::pool_image(env, "v1").await;
     // The manager runs as its ServiceAccount with exactly config/rbac/role.yaml.
     let manager_client = common::manager_client(env, &client).await;
     let mgr = common::start_manager(&manager_client, &ns, &images, "manager-pools");
@@ -278,7 +224,7 @@ async fn a_pool_from_its_machine_pool_to_destroy() {
     common::capi_cluster_provisioned(&client, &ns, "prod").await;
 
     // A pool of 3 reaches Ready with its sorted providerIDList, replicas and instances.
-    pool(&client, &ns, "prod", "workers", &image, 3).await;
+    common::pool(&client, &ns, "prod", "workers", &image, 3).await;
     let tmp = common::wait_ready(
         &client,
         &ns,
@@ -384,7 +330,7 @@ async fn a_pool_from_its_machine_pool_to_destroy() {
     // written is in the inputs hash).
     let applies = || pool_jobs(&mgr.metrics, "apply");
     let before = applies();
-    let v2 = pool_image(env, "v2").await;
+    let v2 = common::pool_image(env, "v2").await;
     Api::<api::machinepool::TerraformMachinePool>::namespaced(client.clone(), &ns)
         .patch(
             "workers",

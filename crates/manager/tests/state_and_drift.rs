@@ -446,3 +446,137 @@ async fn a_state_newer_than_the_cache_starts_no_second_job() {
         "the run lease was given back"
     );
 }
+
+/// A copy of the state of the TerraformCluster `from` as the state of the object with state
+/// suffix `suffix` (what a Job of that object would have written), on the API server only.
+async fn copy_state(client: &kube::Client, ns: &str, from: &str, suffix: &str) {
+    use k8s_openapi::api::core::v1::Secret;
+    let src = contract::names::state_suffix(ns, contract::names::ObjectKind::Cluster, from);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let mut s = secrets
+        .get(&contract::names::state_secret_name(&src))
+        .await
+        .unwrap();
+    s.metadata = kube::api::ObjectMeta {
+        name: Some(contract::names::state_secret_name(suffix)),
+        labels: s.metadata.labels.map(|mut l| {
+            l.insert(
+                api::constants::labels::TFSTATE_SECRET_SUFFIX.to_owned(),
+                suffix.to_owned(),
+            );
+            l
+        }),
+        annotations: Some(
+            [("encoding".to_owned(), "gzip".to_owned())]
+                .into_iter()
+                .collect(),
+        ),
+        ..kube::api::ObjectMeta::default()
+    };
+    secrets.create(&PostParams::default(), &s).await.unwrap();
+}
+
+/// H1: a deletion that finds no state drops the finalizer only once the API server agrees. A
+/// machine deleted while its first apply ran has a state that apply wrote; a Secret cache that
+/// lags (here: frozen before the state was written) shows none. The pass checks against the API
+/// server before its cleanup, writes nothing and removes nothing; the state and the finalizer
+/// stay, and the next pass, which reads the state, destroys it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_resting_on_no_state_checks_the_api_server_first() {
+    use k8s_openapi::api::core::v1::Secret;
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("nostate").await.unwrap();
+    identity(&client, "id-nostate", &[ns.as_str()], "planted-nostate-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-nostate");
+    cluster(&client, &ns, "donor", "id-nostate", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "donor", "True", LONG).await;
+    mgr.stop().await;
+
+    // A machine the manager added its finalizer to, and whose first apply is under way.
+    create(
+        &client,
+        &ns,
+        json!({"apiVersion": TC, "kind": "TerraformMachine",
+               "metadata": {"name": "m", "finalizers": ["terraformmachine.infrastructure.cluster.x-k8s.io"]},
+               "spec": {"source": {"image": images.machine}}}),
+    )
+    .await;
+    let passes = Passes::start(&client, &ns, &images, "passes-nostate").await;
+    passes.freeze();
+    // The apply writes its state (the cache does not see it), and the machine is deleted.
+    let suffix = contract::names::state_suffix(&ns, contract::names::ObjectKind::Machine, "m");
+    copy_state(&client, &ns, "donor", &suffix).await;
+    delete(&client, &ns, TC, "TerraformMachine", "m").await;
+    passes
+        .pass(target(&client, &ns, "TerraformMachine", "m").await)
+        .await;
+    let m = get_json(&client, &ns, TC, "TerraformMachine", "m").await;
+    assert!(
+        m["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty()),
+        "the finalizer stays: {m:#}"
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    assert!(
+        secrets
+            .get_opt(&contract::names::state_secret_name(&suffix))
+            .await
+            .unwrap()
+            .is_some(),
+        "the state stays"
+    );
+}
+
+/// L1: an object's first Job, too, starts only over the state the API server has. A cache that
+/// shows no state yet, for an object with no Job, would start a first apply over a state another
+/// manager's Job already wrote; the pass takes the run lease, finds the state, gives the lease
+/// back and starts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_job_starts_only_over_the_state_the_api_server_has() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("firstjob").await.unwrap();
+    identity(&client, "id-firstjob", &[ns.as_str()], "planted-firstjob-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-firstjob");
+    cluster(&client, &ns, "donor", "id-firstjob", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "donor", "True", LONG).await;
+    mgr.stop().await;
+    cluster(&client, &ns, "second", "id-firstjob", &images.cluster).await;
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "second",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": [
+            "terraformcluster.infrastructure.cluster.x-k8s.io"]}})),
+    )
+    .await
+    .unwrap();
+    let passes = Passes::start(&client, &ns, &images, "passes-firstjob").await;
+    passes
+        .caught_up(&client, &ns, "TerraformCluster", "second")
+        .await;
+    passes.freeze();
+    let suffix = contract::names::state_suffix(&ns, contract::names::ObjectKind::Cluster, "second");
+    copy_state(&client, &ns, "donor", &suffix).await;
+    passes
+        .pass(target(&client, &ns, "TerraformCluster", "second").await)
+        .await;
+    assert_eq!(
+        jobs_of(&client, &ns, "second").await.len(),
+        0,
+        "no first apply over a state the cache did not show"
+    );
+    let lease = Api::<Lease>::namespaced(client.clone(), &ns)
+        .get_opt(&format!("captf-run-{suffix}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        lease.and_then(|l| l.spec).and_then(|s| s.holder_identity),
+        None,
+        "the run lease was given back"
+    );
+}

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use manager::{Context, Settings, metrics::Metrics};
+use manager::Context;
+use manager::Settings;
+use manager::runtime::metrics::Metrics;
 use serde_json::{Value, json};
 use testenv::TestEnv;
 use testenv::image::{ModuleImage, push_module_image};

@@ -18,8 +18,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use manager::context::{Context, Settings};
-use manager::metrics::Metrics;
+use manager::runtime::context::{Context, Settings};
+use manager::runtime::metrics::Metrics;
 use serde_json::{Value, json};
 use testenv::TestEnv;
 use testenv::image::{
@@ -925,7 +925,7 @@ pub async fn delete_as_clusterctl_move(
 pub struct Passes {
     pub ctx: Context,
     watches: tokio::task::JoinHandle<()>,
-    _triggers: manager::caches::Triggers,
+    _triggers: manager::runtime::caches::Triggers,
 }
 
 impl Passes {
@@ -937,7 +937,7 @@ impl Passes {
             instance: instance.to_owned(),
             ..Settings::default()
         };
-        let (caches, triggers, watches) = manager::caches::start(client, &settings);
+        let (caches, triggers, watches) = manager::runtime::caches::start(client, &settings);
         let watches = tokio::spawn(watches);
         caches.ready().await.unwrap();
         let ctx = Context {
@@ -958,7 +958,7 @@ impl Passes {
     }
 
     /// One reconcile pass over `target` exactly as given.
-    pub async fn pass(&self, target: manager::context::Target) {
+    pub async fn pass(&self, target: manager::runtime::context::Target) {
         manager::reconcile::reconcile(target, &self.ctx)
             .await
             .unwrap();
@@ -1001,12 +1001,24 @@ impl Drop for Passes {
     }
 }
 
-/// A TerraformCluster or TerraformMachine as a pass's target, read from the API server.
-pub async fn target(client: &Client, ns: &str, kind: &str, name: &str) -> manager::context::Target {
-    use manager::context::Target;
+/// A TerraformCluster, TerraformMachine or TerraformMachinePool as a pass's target, read from
+/// the API server.
+pub async fn target(
+    client: &Client,
+    ns: &str,
+    kind: &str,
+    name: &str,
+) -> manager::runtime::context::Target {
+    use manager::runtime::context::Target;
     match kind {
         "TerraformCluster" => Target::Cluster(Box::new(
             Api::<api::cluster::TerraformCluster>::namespaced(client.clone(), ns)
+                .get(name)
+                .await
+                .unwrap(),
+        )),
+        "TerraformMachinePool" => Target::Pool(Box::new(
+            Api::<api::machinepool::TerraformMachinePool>::namespaced(client.clone(), ns)
                 .get(name)
                 .await
                 .unwrap(),
@@ -1194,4 +1206,64 @@ pub async fn client_mapping(
         .unwrap()
         .with_layer(&tower::util::MapRequestLayer::new(map))
         .build()
+}
+
+/// The no-op machinepool module, pushed to the test registry under `tag`.
+pub async fn pool_image(env: &TestEnv, tag: &str) -> String {
+    let host = env.registry().unwrap().host();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    push_module_image(
+        &host,
+        "captf/noop-machinepool",
+        tag,
+        &ModuleImage::new(root.join("modules/noop/machinepool"), "machinepool"),
+    )
+    .await
+    .unwrap();
+    format!("{host}/captf/noop-machinepool:{tag}")
+}
+
+/// A MachinePool with its bootstrap Secret and TerraformMachinePool, as Cluster API's
+/// MachinePool controller and a bootstrap provider leave them.
+pub async fn pool(
+    client: &Client,
+    ns: &str,
+    cluster: &str,
+    name: &str,
+    image: &str,
+    replicas: i32,
+) {
+    create(
+        client,
+        ns,
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": format!("{name}-bootstrap")},
+               "stringData": {"value": "pool-bootstrap-token", "format": "cloud-config"}}),
+    )
+    .await;
+    let mp = create(
+        client,
+        ns,
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+               "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+               "spec": {"clusterName": cluster, "replicas": replicas,
+                        "template": {"metadata": {"labels": {"pool": name}},
+                                     "spec": {"clusterName": cluster, "version": "v1.36.2",
+                                              "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
+                                              "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                                                    "kind": "TerraformMachinePool", "name": name}}}}}),
+    )
+    .await;
+    let uid = mp.metadata.uid.unwrap();
+    create(
+        client,
+        ns,
+        json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "TerraformMachinePool",
+               "metadata": {"name": name,
+                            "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+                            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+                                                 "name": name, "uid": uid, "controller": true}]},
+               "spec": {"source": {"image": image}, "membershipRefreshIntervalSeconds": 15}}),
+    )
+    .await;
 }

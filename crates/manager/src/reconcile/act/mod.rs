@@ -1,0 +1,637 @@
+//! The Act step of a pass (spec: The Reconcile Lifecycle "One pass, one status patch", "Run
+//! leases and the cluster operation gate", "The clusterctl move block", "Deletion order";
+//! ENGINEERING.md §4 "Act"): every write of the pass, in the order [`plan::plan`] gives (each
+//! logged at `-v=4` before it is made), each idempotent so that a crash between two of them is
+//! repaired by the next pass. [`writes`] makes what Observe found to write; [`start`] starts a
+//! Job (the run lease, the cluster operation gate, the state lock, the durable inputs at an
+//! apply's start, the move block, then the Job and its per-run Secret, both named
+//! deterministically so a second pass finds what the first created); [`finish`] writes the
+//! status, marks the Jobs bookkept, and cleans up a deletion before it drops the finalizer.
+//! Writes to the object carry its resourceVersion; a conflict ends the pass and requeues it. An
+//! event that reports a write no later pass repeats is published with that write, whether or not
+//! the status write lands.
+
+mod start;
+mod writes;
+
+use std::time::Duration;
+
+use api::constants::{annotations, events};
+use contract::names::{
+    ObjectKind, Operation, cluster_lease_name, durable_inputs_secret_name, run_lease_name,
+};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::runtime::controller::Action;
+use tracing::{debug, warn};
+
+use crate::kinds::identity;
+use crate::pass::observed::{GateBlock, StateRead};
+use crate::pass::{Error, Pass};
+use crate::reconcile::decide::{self, Decision, StartJob, WaitReason};
+use crate::reconcile::observe::Observation;
+use crate::reconcile::plan::{self, Write};
+use crate::reconcile::report;
+use crate::runtime::kubeutil::{delete_opt, is_conflict};
+use crate::state;
+
+/// What Act did.
+#[derive(Debug)]
+pub struct Acted {
+    /// The decision, as carried out (a start that met a lease or lock became a wait).
+    pub decision: Decision,
+    /// The Job started: the start and the Job's name.
+    pub started: Option<(StartJob, String)>,
+    /// When to look again.
+    pub requeue: Option<Duration>,
+    /// The pass stops after the status patch (the finalizer was just added).
+    pub stop_after_patch: bool,
+    /// The state backup this pass copied, for `status.stateBackups`.
+    pub taken_backup: Option<api::status::StateBackup>,
+}
+
+/// The tracing target of the planned-write log lines (`-v=4` shows them).
+pub const WRITES_TARGET: &str = "captf::writes";
+
+/// Carries out the pass: every write [`plan`] lists, in its order, the decision among them.
+pub async fn act(
+    p: &mut Pass<'_>,
+    o: &mut Observation,
+    decision: Decision,
+) -> Result<Acted, Error> {
+    let planned = plan::plan(o, &decision);
+    let mut acted = Acted {
+        decision,
+        started: None,
+        requeue: None,
+        stop_after_patch: false,
+        taken_backup: None,
+    };
+    for write in planned {
+        debug!(
+            target: WRITES_TARGET,
+            kind = p.kind_name(), namespace = %p.ns, name = %p.name, write = %write,
+            "planned write"
+        );
+        match write {
+            Write::Decision(_) => carry_out(p, o, &mut acted).await?,
+            other => writes::make(p, o, &mut acted, other).await?,
+        }
+    }
+    writes::backup_status(p, o, &acted);
+    Ok(acted)
+}
+
+/// The decision carried out: the leases a waiting cluster holds, a Job started (or the start
+/// turned into a wait), a stuck Job deleted, the finalizer added; the move block cleared once
+/// no Job is active.
+async fn carry_out(p: &mut Pass<'_>, o: &mut Observation, acted: &mut Acted) -> Result<(), Error> {
+    if let Decision::Wait {
+        reason: WaitReason::MachineOperations { operation, job },
+        ..
+    } = &acted.decision
+        && let Some(reason) =
+            start::take_run_and_cluster_leases(p, &o.cluster_name, *operation, job).await?
+    {
+        acted.decision = Decision::Wait {
+            reason,
+            requeue_after: Some(decide::schedule_jitter(&p.uid, decide::LEASE_RECHECK)),
+        };
+    }
+    if let Decision::StartJob(start) = &acted.decision {
+        let start = start.clone();
+        match start::start_job(p, o, &start).await? {
+            start::Started::Yes(job) => acted.started = Some((start, job)),
+            start::Started::Wait(reason) => {
+                acted.decision = Decision::Wait {
+                    reason,
+                    requeue_after: Some(decide::schedule_jitter(&p.uid, decide::LEASE_RECHECK)),
+                };
+            }
+        }
+    }
+    if let Decision::Wait {
+        reason: WaitReason::JobActive { job },
+        ..
+    } = &acted.decision
+        && let Some(record) = o.books.records.iter().find(|r| &r.name == job).cloned()
+    {
+        start::repair_run_secret(p, o, &record).await?;
+    }
+    match &acted.decision {
+        Decision::AddFinalizer => {
+            add_finalizer(p).await?;
+            acted.stop_after_patch = true;
+        }
+        Decision::DeleteStuckJob { job } => {
+            let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
+            delete_opt(&jobs, job).await?;
+            p.announced.warning(
+                events::STUCK_JOB_DELETED,
+                format!(
+                    "Job {job} could never start (its per-run Secret is missing) and was deleted"
+                ),
+            );
+            acted.requeue = Some(Duration::from_secs(1));
+        }
+        Decision::Wait { requeue_after, .. } | Decision::Nothing { requeue_after } => {
+            acted.requeue = *requeue_after;
+        }
+        Decision::DropFinalizer => confirm_nothing_to_destroy(p, o).await?,
+        Decision::StartJob(_) => {}
+    }
+    let op = match &acted.decision {
+        Decision::StartJob(s) => s.operation.as_str(),
+        _ => "none",
+    };
+    p.ctx
+        .metrics
+        .op_decision(p.kind_name(), op, report::decision_reason(&acted.decision));
+    // The clusterctl move block: cleared once no Job is active, paused or not.
+    if o.active.is_none()
+        && acted.started.is_none()
+        && p.target.annotation(annotations::BLOCK_MOVE).is_some()
+    {
+        set_block_move(p, false).await?;
+    }
+    Ok(())
+}
+
+/// A deletion that drops the finalizer because it found no state (rather than after a succeeded
+/// destroy) checks that against the API server first: the Secret cache may lag the Job cache, and
+/// a first apply that wrote state and then failed must not have its state removed and its
+/// infrastructure orphaned. A state found ends the pass without a write; the next pass reads it.
+async fn confirm_nothing_to_destroy(p: &Pass<'_>, o: &Observation) -> Result<(), Error> {
+    if o.state != StateRead::None {
+        return Ok(());
+    }
+    if state::exists(&p.ctx.client, &p.ns, &p.suffix).await? {
+        state::forget_decoded(&p.ctx.caches, &p.uid);
+        return Err(Error::Stale(
+            "a state exists that the cache did not show; nothing is removed",
+        ));
+    }
+    Ok(())
+}
+
+/// A start the credentials step could not prepare (the mirror or the runner RBAC write failed
+/// for a reason the user must see) waits behind `gate` instead.
+pub(crate) fn block_start(acted: &mut Acted, gate: GateBlock) {
+    let starting = matches!(
+        acted.decision,
+        Decision::StartJob(_)
+            | Decision::Wait {
+                reason: WaitReason::MachineOperations { .. },
+                ..
+            }
+    );
+    if starting {
+        acted.decision = Decision::Wait {
+            reason: WaitReason::Gate(gate),
+            requeue_after: None,
+        };
+    }
+}
+
+/// Where a Job's rendered inputs come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenderFrom {
+    /// The current inputs.
+    Current,
+    /// The durable inputs Secret, else (when there is none) the current inputs.
+    Durable,
+}
+
+/// Where the inputs of a Job of `op` for inputs hash `hash` come from (Job Inputs): an apply or
+/// plan renders the current inputs; a destroy always prefers the durable inputs (it runs what
+/// was applied); a mutable kind's (a cluster's or a pool's) drift, refresh or restore uses the
+/// current inputs when they built, carrying that very hash, else the durable ones; a machine's
+/// always the durable ones.
+pub fn render_from(
+    op: Operation,
+    kind: ObjectKind,
+    current_hash: Option<&str>,
+    hash: &str,
+) -> RenderFrom {
+    match op {
+        Operation::Apply | Operation::Plan => RenderFrom::Current,
+        Operation::Destroy => RenderFrom::Durable,
+        _ if crate::kinds::workload::mutable(kind) && current_hash == Some(hash) => {
+            RenderFrom::Current
+        }
+        _ => RenderFrom::Durable,
+    }
+}
+
+async fn set_block_move(p: &mut Pass<'_>, on: bool) -> Result<(), Error> {
+    let value = if on {
+        serde_json::Value::String(String::new())
+    } else {
+        serde_json::Value::Null
+    };
+    let patch = serde_json::json!({"metadata": {"annotations": {annotations::BLOCK_MOVE: value}}});
+    p.patch_object_accounted(&patch).await
+}
+
+async fn add_finalizer(p: &mut Pass<'_>) -> Result<(), Error> {
+    let mut finalizers = p.target.meta().finalizers.clone().unwrap_or_default();
+    finalizers.push(p.target.finalizer().to_owned());
+    let patch = serde_json::json!({"metadata": {"finalizers": finalizers}});
+    p.patch_object(&patch).await
+}
+
+/// Deletion order's cleanup: mirror ownership, leases, durable inputs, then state (last: a
+/// cleanup cut short is finished by the next pass, which still finds the succeeded destroy).
+async fn cleanup(p: &mut Pass<'_>, cluster_name: &str) -> Result<(), Error> {
+    let client = &p.ctx.client;
+    let ns = &p.ns;
+    identity::release_mirrors(client, ns, &p.uid, &mut p.outbox).await?;
+    let leases_api: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), ns);
+    delete_opt(&leases_api, &run_lease_name(&p.suffix)).await?;
+    if p.kind == ObjectKind::Cluster && !cluster_name.is_empty() {
+        delete_opt(&leases_api, &cluster_lease_name(ns, cluster_name)).await?;
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    delete_opt(&secrets, &durable_inputs_secret_name(p.kind, &p.name)).await?;
+    state::remove(client, ns, &p.suffix).await?;
+    Ok(())
+}
+
+/// The end of a pass: the cleanup of a deletion, the one status patch (under the object's
+/// resourceVersion), the finished Jobs marked bookkept and counted, the finalizer dropped (also
+/// under a precondition), the events published.
+pub async fn finish(
+    mut p: Pass<'_>,
+    o: Observation,
+    acted: Acted,
+    reported: report::Reported,
+) -> Result<Action, Error> {
+    let drop_finalizer = acted.decision == Decision::DropFinalizer;
+    if drop_finalizer {
+        p.outbox.extend(reported.events);
+        cleanup(&mut p, &o.cluster_name).await?;
+    } else if !report::write_status(&mut p, reported).await? {
+        // The object changed since the cache showed it (or it is gone): the newer version
+        // wakes this object again; of this pass only the writes already made are announced.
+        let reference = p.target.reference();
+        p.announced.publish(p.ctx, &reference).await;
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
+    for k in &o.books.kept {
+        crate::reconcile::bookkeeping::mark_bookkept(
+            &jobs,
+            &k.record.name,
+            k.outcome,
+            &p.ctx.caches.own_writes,
+        )
+        .await?;
+        crate::reconcile::bookkeeping::count(&p.ctx.metrics, &p, k, &o.books.records);
+    }
+    if drop_finalizer {
+        return drop_the_finalizer(p).await;
+    }
+    let reference = p.target.reference();
+    let ctx = p.ctx;
+    p.announced.publish(ctx, &reference).await;
+    p.outbox.publish(ctx, &reference).await;
+    Ok(Action::requeue(requeue_after(
+        acted.requeue,
+        acted.started.is_some(),
+        acted.stop_after_patch,
+        ctx.settings.sync_period,
+    )))
+}
+
+/// When a pass looks at the object again: right after adding the finalizer; after a Job start,
+/// once the Job may be judged stuck; else when the decision asked (at least half a second
+/// later); never later than `--sync-period`.
+pub fn requeue_after(
+    asked: Option<Duration>,
+    started: bool,
+    finalizer_added: bool,
+    sync_period: Duration,
+) -> Duration {
+    if finalizer_added {
+        return Duration::from_millis(200);
+    }
+    let after = if started {
+        decide::STUCK_AFTER + Duration::from_secs(1)
+    } else {
+        asked.unwrap_or(sync_period).max(Duration::from_millis(500))
+    };
+    after.min(sync_period)
+}
+
+async fn drop_the_finalizer(mut p: Pass<'_>) -> Result<Action, Error> {
+    let finalizers: Vec<String> = p
+        .target
+        .meta()
+        .finalizers
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f != p.target.finalizer())
+        .collect();
+    let patch = serde_json::json!({"metadata": {"finalizers": finalizers}});
+    match p.patch_object(&patch).await {
+        Ok(()) => {}
+        Err(Error::Kube(e)) if is_conflict(&e) => {
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
+        Err(e) => return Err(e),
+    }
+    // The last object of the namespace takes the runner's RBAC and CAPTF's leases with it.
+    let client = &p.ctx.client;
+    if let Err(e) =
+        crate::runtime::sweep::sweep_namespace(client, &p.ns, Some(&p.uid), Duration::ZERO).await
+    {
+        warn!(namespace = %p.ns, error = %e, "orphan sweep after a finalizer's removal");
+    }
+    let (kind, name) = (p.kind_name(), p.name.clone());
+    p.outbox.normal(
+        events::DESTROYED,
+        format!("{kind} {name}: infrastructure destroyed and state removed"),
+    );
+    p.outbox.normal(
+        events::FINALIZER_REMOVED,
+        format!("Finalizer removed from {kind} {name}"),
+    );
+    p.ctx.metrics.forget_object(kind, &p.ns, &name);
+    let reference = p.target.reference();
+    let ctx = p.ctx;
+    p.announced.publish(ctx, &reference).await;
+    p.outbox.publish(ctx, &reference).await;
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::start::changed_at;
+    use super::*;
+    use crate::reconcile::decide::{ApplyReason, JobOutcome, JobRecord, StartJob, StartReason};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use std::time::SystemTime;
+
+    fn t(secs: i64) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(secs).unwrap(),
+        )
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    fn starting(reason: StartReason) -> StartJob {
+        let operation = match reason {
+            StartReason::Destroy => Operation::Destroy,
+            StartReason::Plan(_) => Operation::Plan,
+            StartReason::Refresh(_) | StartReason::DriftCheck => Operation::Refresh,
+            StartReason::Apply(_) => Operation::Apply,
+            StartReason::Restore => Operation::Restore,
+        };
+        StartJob {
+            operation,
+            reason,
+            attempt: 1,
+            tick: None,
+            inputs_hash: "h".into(),
+            restore: None,
+        }
+    }
+
+    /// Created at 100; spec written by a user at 300; status (a subresource) written at 900, and
+    /// the manager's metadata-only write (the move block) at 800: neither is a spec change.
+    fn meta() -> ObjectMeta {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let entry = |manager: &str, fields: serde_json::Value, sub: Option<&str>, time: i64| {
+            ManagedFieldsEntry {
+                manager: Some(manager.into()),
+                operation: Some("Update".into()),
+                fields_v1: Some(FieldsV1(fields)),
+                subresource: sub.map(str::to_owned),
+                time: Some(t(time)),
+                ..ManagedFieldsEntry::default()
+            }
+        };
+        ObjectMeta {
+            creation_timestamp: Some(t(100)),
+            managed_fields: Some(vec![
+                entry(
+                    "kubectl",
+                    serde_json::json!({"f:spec": {"f:x": {}}}),
+                    None,
+                    300,
+                ),
+                entry(
+                    "captf",
+                    serde_json::json!({"f:status": {}}),
+                    Some("status"),
+                    900,
+                ),
+                entry(
+                    "captf",
+                    serde_json::json!({"f:metadata": {"f:annotations": {}}}),
+                    None,
+                    800,
+                ),
+            ]),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn applied(finished: u64, outcome: JobOutcome) -> JobRecord {
+        JobRecord {
+            name: "j".into(),
+            operation: Operation::Apply,
+            attempt: 1,
+            tick: None,
+            inputs_hash: "h0".into(),
+            created: at(finished - 10),
+            started: None,
+            finished: Some(at(finished)),
+            outcome: Some(outcome),
+            drift_remediation: false,
+            run_secret_exists: true,
+            pod_ever_started: true,
+        }
+    }
+
+    /// `captf_job_create_delay_seconds` counts from the change that made the operation due: the
+    /// last spec write (not a status or metadata write) for a first apply or its plan, no earlier
+    /// than the last successful apply for changed inputs, the deletion for a destroy; scheduled
+    /// operations and retries are no change.
+    #[test]
+    fn the_create_delay_counts_from_the_change_that_made_the_operation_due() {
+        let m = meta();
+        let first = StartReason::Apply(ApplyReason::FirstApply);
+        assert_eq!(changed_at(&starting(first), &m, &[]), Some(at(300)));
+        let plan = StartReason::Plan(ApplyReason::FirstApply);
+        assert_eq!(changed_at(&starting(plan), &m, &[]), Some(at(300)));
+        let bare = ObjectMeta {
+            creation_timestamp: Some(t(100)),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(changed_at(&starting(first), &bare, &[]), Some(at(100)));
+        let changed = StartReason::Apply(ApplyReason::InputsChanged);
+        let records = [
+            applied(500, JobOutcome::Succeeded),
+            applied(700, JobOutcome::Failed),
+        ];
+        assert_eq!(changed_at(&starting(changed), &m, &records), Some(at(500)));
+        assert_eq!(changed_at(&starting(changed), &m, &[]), Some(at(300)));
+        let deleting = ObjectMeta {
+            deletion_timestamp: Some(t(1_000)),
+            ..meta()
+        };
+        let destroy = starting(StartReason::Destroy);
+        assert_eq!(changed_at(&destroy, &deleting, &[]), Some(at(1_000)));
+        for scheduled in [
+            StartReason::Apply(ApplyReason::RetryFailedApply),
+            StartReason::Apply(ApplyReason::DriftRemediation),
+            StartReason::DriftCheck,
+            StartReason::Refresh(decide::RefreshReason::PostApply),
+        ] {
+            assert_eq!(changed_at(&starting(scheduled), &m, &records), None);
+        }
+    }
+
+    /// A destroy always renders from the durable inputs Secret, even when the current inputs
+    /// carry the same hash (a TerraformCluster's current inputs may no longer be buildable, or
+    /// may differ from what was applied in what the hash does not cover).
+    #[test]
+    fn a_destroy_always_prefers_the_durable_inputs() {
+        for kind in [ObjectKind::Cluster, ObjectKind::Machine] {
+            assert_eq!(
+                render_from(Operation::Destroy, kind, Some("h1"), "h1"),
+                RenderFrom::Durable
+            );
+            assert_eq!(
+                render_from(Operation::Apply, kind, Some("h2"), "h2"),
+                RenderFrom::Current
+            );
+        }
+        assert_eq!(
+            render_from(Operation::Drift, ObjectKind::Cluster, Some("h1"), "h1"),
+            RenderFrom::Current
+        );
+        assert_eq!(
+            render_from(Operation::Drift, ObjectKind::Cluster, Some("h2"), "h1"),
+            RenderFrom::Durable
+        );
+        assert_eq!(
+            render_from(Operation::Refresh, ObjectKind::Machine, None, "h1"),
+            RenderFrom::Durable
+        );
+    }
+
+    /// L5: a pool, mutable like a cluster, checks drift and refreshes against its current
+    /// inputs when they built; a machine always against its durable inputs (Job Inputs).
+    #[test]
+    fn a_pools_drift_and_refresh_render_its_current_inputs() {
+        for op in [Operation::Drift, Operation::Refresh] {
+            assert_eq!(
+                render_from(op, ObjectKind::MachinePool, Some("h1"), "h1"),
+                RenderFrom::Current
+            );
+            assert_eq!(
+                render_from(op, ObjectKind::MachinePool, None, "h1"),
+                RenderFrom::Durable
+            );
+            assert_eq!(
+                render_from(op, ObjectKind::Machine, Some("h1"), "h1"),
+                RenderFrom::Durable
+            );
+        }
+    }
+
+    /// Every requeue is capped by `--sync-period`.
+    #[test]
+    fn requeues_are_capped_by_the_sync_period() {
+        let sync = Duration::from_secs(600);
+        assert_eq!(requeue_after(None, false, false, sync), sync);
+        assert_eq!(
+            requeue_after(Some(Duration::from_secs(3600)), false, false, sync),
+            sync
+        );
+        assert_eq!(
+            requeue_after(Some(Duration::from_secs(30)), false, false, sync),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            requeue_after(Some(Duration::ZERO), false, false, sync),
+            Duration::from_millis(500)
+        );
+        let short = Duration::from_secs(20);
+        assert_eq!(requeue_after(None, true, false, short), short);
+        assert_eq!(
+            requeue_after(None, false, true, sync),
+            Duration::from_millis(200)
+        );
+    }
+
+    /// A restore counts from the last write of its annotation, not from the spec.
+    #[test]
+    fn a_restore_is_due_from_its_annotation_write() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let entry = |secs: i64, fields: serde_json::Value| ManagedFieldsEntry {
+            manager: Some("kubectl".into()),
+            operation: Some("Update".into()),
+            time: Some(t(secs)),
+            fields_v1: Some(FieldsV1(fields)),
+            ..ManagedFieldsEntry::default()
+        };
+        let meta = ObjectMeta {
+            creation_timestamp: Some(t(100)),
+            managed_fields: Some(vec![
+                entry(300, serde_json::json!({"f:spec": {"f:x": {}}})),
+                entry(
+                    500,
+                    serde_json::json!({"f:metadata": {"f:annotations": {
+                        "f:captf.io/restore-state": {}}}}),
+                ),
+                entry(
+                    700,
+                    serde_json::json!({"f:metadata": {"f:annotations": {"f:other": {}}}}),
+                ),
+            ]),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(
+            changed_at(&starting(StartReason::Restore), &meta, &[]),
+            Some(at(500))
+        );
+        assert_eq!(
+            changed_at(&starting(StartReason::Restore), &ObjectMeta::default(), &[]),
+            None
+        );
+    }
+
+    /// M2: a missing per-run Secret is written from the inputs of the very hash its Job was
+    /// named (and, under Manual, approved) for: the durable inputs when they carry that hash,
+    /// else only current inputs of that hash (checked after they are built), never the durable
+    /// inputs of another apply.
+    #[test]
+    fn a_missing_per_run_secret_is_repaired_only_from_inputs_of_its_jobs_hash() {
+        use super::start::{RepairFrom, repair_from};
+        assert_eq!(
+            repair_from(Operation::Apply, "x", Some("x")),
+            RepairFrom::Durable
+        );
+        assert_eq!(
+            repair_from(Operation::Apply, "x", Some("x2")),
+            RepairFrom::CurrentOfSameHash
+        );
+        assert_eq!(
+            repair_from(Operation::Destroy, "x", None),
+            RepairFrom::CurrentOfSameHash
+        );
+        assert_eq!(
+            repair_from(Operation::Restore, "x", None),
+            RepairFrom::Restore
+        );
+    }
+}
