@@ -168,6 +168,51 @@ fn split<'a, T>(change: &Change<'a, T>) -> (&'a T, Option<&'a T>) {
     }
 }
 
+/// What every workload kind's spec has: its workspace and its drift interval.
+trait WorkloadSpec {
+    fn workspace(&self) -> &api::workload::WorkspaceSpec;
+    fn drift_interval(&self) -> Option<i32>;
+}
+
+macro_rules! workload_spec {
+    ($spec:ty) => {
+        impl WorkloadSpec for $spec {
+            fn workspace(&self) -> &api::workload::WorkspaceSpec {
+                &self.workspace
+            }
+            fn drift_interval(&self) -> Option<i32> {
+                self.drift.as_ref().and_then(|d| d.interval_seconds)
+            }
+        }
+    };
+}
+
+workload_spec!(TerraformClusterSpec);
+workload_spec!(TerraformMachineSpec);
+workload_spec!(TerraformMachinePoolSpec);
+
+/// The checks every workload kind's spec at `prefix` shares: its workspace (source, identity,
+/// variables, jobs) and its drift interval (`check_interval` is the kind's rule for it).
+fn check_workload<S: WorkloadSpec>(
+    prefix: &str,
+    kind: ObjectKind,
+    (new, old): (&S, Option<&S>),
+    check_interval: fn(&str, Option<i32>, &mut Vec<Violation>),
+    out: &mut Vec<Violation>,
+) {
+    workspace::check_workspace(
+        prefix,
+        kind,
+        new.workspace(),
+        old.map(WorkloadSpec::workspace),
+        out,
+    );
+    let interval = new.drift_interval();
+    if changed(&interval, old.map(WorkloadSpec::drift_interval).as_ref()) {
+        check_interval(&format!("{prefix}.drift.intervalSeconds"), interval, out);
+    }
+}
+
 /// The checks of a TerraformCluster spec at `prefix` (`spec` or `spec.template.spec`).
 fn check_cluster_spec(
     prefix: &str,
@@ -175,21 +220,8 @@ fn check_cluster_spec(
     old: Option<&TerraformClusterSpec>,
     out: &mut Vec<Violation>,
 ) {
-    workspace::check_workspace(
-        prefix,
-        ObjectKind::Cluster,
-        &new.workspace,
-        old.map(|o| &o.workspace),
-        out,
-    );
-    let new_drift = new.drift.as_ref().and_then(|d| d.interval_seconds);
-    if changed(
-        &new_drift,
-        old.map(|o| o.drift.as_ref().and_then(|d| d.interval_seconds))
-            .as_ref(),
-    ) {
-        drift::check_interval(&format!("{prefix}.drift.intervalSeconds"), new_drift, out);
-    }
+    let kind = ObjectKind::Cluster;
+    check_workload(prefix, kind, (new, old), drift::check_interval, out);
     let defaults = new.defaults.as_ref();
     let old_defaults = old.map(|o| o.defaults.as_ref());
     let new_jobs = defaults.and_then(|d| d.jobs.as_ref());
@@ -226,21 +258,8 @@ fn check_machine_spec(
     old: Option<&TerraformMachineSpec>,
     out: &mut Vec<Violation>,
 ) {
-    workspace::check_workspace(
-        prefix,
-        ObjectKind::Machine,
-        &new.workspace,
-        old.map(|o| &o.workspace),
-        out,
-    );
-    let interval = new.drift.as_ref().and_then(|d| d.interval_seconds);
-    if changed(
-        &interval,
-        old.map(|o| o.drift.as_ref().and_then(|d| d.interval_seconds))
-            .as_ref(),
-    ) {
-        drift::check_interval(&format!("{prefix}.drift.intervalSeconds"), interval, out);
-    }
+    let kind = ObjectKind::Machine;
+    check_workload(prefix, kind, (new, old), drift::check_interval, out);
 }
 
 /// The checks of a TerraformMachinePool spec at `prefix`.
@@ -250,21 +269,8 @@ fn check_pool_spec(
     old: Option<&TerraformMachinePoolSpec>,
     out: &mut Vec<Violation>,
 ) {
-    workspace::check_workspace(
-        prefix,
-        ObjectKind::MachinePool,
-        &new.workspace,
-        old.map(|o| &o.workspace),
-        out,
-    );
-    let interval = new.drift.as_ref().and_then(|d| d.interval_seconds);
-    if changed(
-        &interval,
-        old.map(|o| o.drift.as_ref().and_then(|d| d.interval_seconds))
-            .as_ref(),
-    ) {
-        drift::check_pool_interval(&format!("{prefix}.drift.intervalSeconds"), interval, out);
-    }
+    let kind = ObjectKind::MachinePool;
+    check_workload(prefix, kind, (new, old), drift::check_pool_interval, out);
 }
 
 impl Validate for TerraformCluster {
@@ -405,71 +411,49 @@ where
     out
 }
 
-impl Validate for TerraformClusterTemplate {
-    const KIND: Kind = Kind::ClusterTemplate;
+/// A template kind's `Validate`: its `spec.template.spec` checked as `check_spec` checks the
+/// spec of the object it creates ([`validate_template`]).
+macro_rules! template_kind {
+    ($template:ty, $kind:expr, $check_spec:path) => {
+        impl Validate for $template {
+            const KIND: Kind = $kind;
 
-    fn fixed_while_undecodable(_: &serde_json::Value) -> Vec<&'static str> {
-        vec!["/spec/template/spec"]
-    }
+            fn fixed_while_undecodable(_: &serde_json::Value) -> Vec<&'static str> {
+                vec!["/spec/template/spec"]
+            }
 
-    async fn validate<L: Lookups>(
-        change: Change<'_, Self>,
-        req: RequestInfo<'_>,
-        _: &L,
-    ) -> Vec<Violation> {
-        validate_template(
-            Self::KIND,
-            &change,
-            req,
-            |t| &t.spec.template.spec,
-            check_cluster_spec,
-        )
-    }
+            async fn validate<L: Lookups>(
+                change: Change<'_, Self>,
+                req: RequestInfo<'_>,
+                _: &L,
+            ) -> Vec<Violation> {
+                validate_template(
+                    Self::KIND,
+                    &change,
+                    req,
+                    |t| &t.spec.template.spec,
+                    $check_spec,
+                )
+            }
+        }
+    };
 }
 
-impl Validate for TerraformMachineTemplate {
-    const KIND: Kind = Kind::MachineTemplate;
-
-    fn fixed_while_undecodable(_: &serde_json::Value) -> Vec<&'static str> {
-        vec!["/spec/template/spec"]
-    }
-
-    async fn validate<L: Lookups>(
-        change: Change<'_, Self>,
-        req: RequestInfo<'_>,
-        _: &L,
-    ) -> Vec<Violation> {
-        validate_template(
-            Self::KIND,
-            &change,
-            req,
-            |t| &t.spec.template.spec,
-            check_machine_spec,
-        )
-    }
-}
-
-impl Validate for TerraformMachinePoolTemplate {
-    const KIND: Kind = Kind::MachinePoolTemplate;
-
-    fn fixed_while_undecodable(_: &serde_json::Value) -> Vec<&'static str> {
-        vec!["/spec/template/spec"]
-    }
-
-    async fn validate<L: Lookups>(
-        change: Change<'_, Self>,
-        req: RequestInfo<'_>,
-        _: &L,
-    ) -> Vec<Violation> {
-        validate_template(
-            Self::KIND,
-            &change,
-            req,
-            |t| &t.spec.template.spec,
-            check_pool_spec,
-        )
-    }
-}
+template_kind!(
+    TerraformClusterTemplate,
+    Kind::ClusterTemplate,
+    check_cluster_spec
+);
+template_kind!(
+    TerraformMachineTemplate,
+    Kind::MachineTemplate,
+    check_machine_spec
+);
+template_kind!(
+    TerraformMachinePoolTemplate,
+    Kind::MachinePoolTemplate,
+    check_pool_spec
+);
 
 impl Validate for TerraformClusterIdentity {
     const KIND: Kind = Kind::ClusterIdentity;
