@@ -151,7 +151,9 @@ fn log_filter(verbosity: u8) -> tracing_subscriber::EnvFilter {
         0 => "warn",
         1 => "info,manager=info",
         2 => "info",
-        3 | 4 => "debug",
+        // The log of each planned write (`captf::writes`) starts at 4.
+        3 => "debug,captf::writes=info",
+        4 => "debug",
         _ => "trace",
     })
 }
@@ -294,5 +296,26 @@ mod tests {
         let cli =
             Cli::try_parse_from(["manager", "--leader-elect", "--insecure-diagnostics"]).unwrap();
         assert!(cli.leader_elect && cli.insecure_diagnostics);
+    }
+
+    /// Whether a debug line of the planned-writes log passes the filter of verbosity `v`.
+    fn writes_logged(v: u8) -> bool {
+        use tracing_subscriber::prelude::*;
+        let subscriber = tracing_subscriber::registry().with(log_filter(v));
+        tracing::subscriber::with_default(
+            subscriber,
+            || tracing::enabled!(target: "captf::writes", tracing::Level::DEBUG),
+        )
+    }
+
+    /// Each planned write of a pass is logged from `-v=4`, not below (`-v=3` is debug without
+    /// it).
+    #[test]
+    fn the_planned_writes_are_logged_from_verbosity_four() {
+        assert_eq!(manager::reconcile::act::WRITES_TARGET, "captf::writes");
+        assert!(!writes_logged(2));
+        assert!(!writes_logged(3));
+        assert!(writes_logged(4));
+        assert!(writes_logged(6));
     }
 }

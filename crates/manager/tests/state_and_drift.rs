@@ -561,6 +561,16 @@ async fn a_first_job_starts_only_over_the_state_the_api_server_has() {
         .await;
     passes.freeze();
     let suffix = contract::names::state_suffix(&ns, contract::names::ObjectKind::Cluster, "second");
+    // An earlier pass read "no state" (Observe keeps what it decoded while the cached state
+    // Secrets keep their versions): only then does the lagging cache hide the state below.
+    let uid = tcs.get("second").await.unwrap().metadata.uid.unwrap();
+    let none = manager::state::observe(&client, &passes.ctx.caches, &ns, &suffix, &uid, false)
+        .await
+        .unwrap();
+    assert!(
+        matches!(none.reading, manager::state::StateReading::NotFound),
+        "no state before the copy"
+    );
     copy_state(&client, &ns, "donor", &suffix).await;
     passes
         .pass(target(&client, &ns, "TerraformCluster", "second").await)

@@ -340,10 +340,16 @@ async fn the_event_of_a_write_is_published_even_when_the_status_write_fails() {
             .pass(target(&admin, &ns, "TerraformMachine", "m").await)
             .await;
     };
-    // The finalizer, then the first apply.
+    // The finalizer, then the first apply: no pass runs once its Job exists, so that the pass
+    // that bookkeeps it is the one below, with its status write broken.
     pass().await;
-    eventually(LONG, "the first apply", || async {
+    eventually(LONG, "the first apply started", || async {
         pass().await;
+        let jobs = op_jobs(&jobs_of(&admin, &ns, "m").await, "apply");
+        (!jobs.is_empty()).then_some(())
+    })
+    .await;
+    eventually(LONG, "the first apply", || async {
         let jobs = op_jobs(&jobs_of(&admin, &ns, "m").await, "apply");
         jobs.first()
             .and_then(|j| j.status.as_ref())
