@@ -248,6 +248,9 @@ pub mod conditions {
         &[INFRASTRUCTURE_HEALTHY, APPLY_JOB_SUCCEEDED, DELETING];
     /// Conditions whose `True` status is the problem.
     pub const NEGATIVE_POLARITY: &[&str] = &[DRIFT_DETECTED, DELETION_BLOCKED, DELETING];
+    /// Conditions that report a state the user chose rather than a good or a bad one: neither
+    /// status is trouble (`Paused`: the object or its Cluster is paused, or not).
+    pub const NO_POLARITY: &[&str] = &[PAUSED];
 }
 
 /// Condition reasons, grouped by the condition that uses them. A reason shared by several

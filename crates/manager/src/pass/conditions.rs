@@ -28,9 +28,17 @@ pub struct Transition {
 
 impl Transition {
     /// Whether the new value is a bad state for the condition's polarity (False for normal
-    /// polarity, True for negative).
+    /// polarity, True for negative, neither for a condition that reports a choice, such as
+    /// `Paused`; `AutoscalingActive` is bad only with invalid autoscaler annotations).
     pub fn is_bad(&self) -> bool {
-        if ctype::NEGATIVE_POLARITY.contains(&self.type_.as_str()) {
+        let type_ = self.type_.as_str();
+        if ctype::NO_POLARITY.contains(&type_) {
+            return false;
+        }
+        if type_ == ctype::AUTOSCALING_ACTIVE {
+            return self.reason == reasons::AUTOSCALING_ANNOTATIONS_INVALID;
+        }
+        if ctype::NEGATIVE_POLARITY.contains(&type_) {
             self.status == "True"
         } else {
             self.status == "False"
@@ -590,5 +598,50 @@ mod event_tests {
                 ),
             ]
         );
+    }
+
+    /// `ConditionChanged` is typed by the condition's polarity: a condition that reports a
+    /// choice (`Paused` going False once resumed after a first pass that never saw it True, say)
+    /// or autoscaling turned off is a Normal event, never a Warning alerting treats as trouble;
+    /// a normal condition going False is a Warning.
+    #[test]
+    fn condition_changed_is_typed_by_polarity() {
+        let mut out = Outbox::default();
+        transition_events(
+            &mut out,
+            &[
+                t(ctype::PAUSED, None, "False", reasons::NOT_PAUSED),
+                t(
+                    ctype::AUTOSCALING_ACTIVE,
+                    None,
+                    "False",
+                    reasons::AUTOSCALING_DISABLED,
+                ),
+            ],
+        );
+        assert!(
+            out.events().iter().all(|e| !e.warning),
+            "{:?}",
+            out.events()
+        );
+        let mut out = Outbox::default();
+        transition_events(
+            &mut out,
+            &[
+                t(
+                    ctype::AUTOSCALING_ACTIVE,
+                    None,
+                    "False",
+                    reasons::AUTOSCALING_ANNOTATIONS_INVALID,
+                ),
+                t(
+                    ctype::RUNNER_RBAC_READY,
+                    None,
+                    "False",
+                    reasons::RBAC_FAILED,
+                ),
+            ],
+        );
+        assert!(out.events().iter().all(|e| e.warning), "{:?}", out.events());
     }
 }

@@ -122,6 +122,25 @@ pub struct JobRecord {
     pub run_secret_exists: bool,
     /// Whether a pod of it ever started.
     pub pod_ever_started: bool,
+    /// Whether its pod exists and none of its containers ever started (an image it cannot
+    /// pull, say): an active Job a deletion may delete without waiting for it.
+    pub containers_never_started: bool,
+    /// Its pod's image pull failure, while it lasts.
+    pub pull_failure: Option<PullFailure>,
+}
+
+/// A container of a Job's pod that cannot pull its image (`ErrImagePull`, `ImagePullBackOff`,
+/// `InvalidImageName`), as the kubelet reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullFailure {
+    /// The container (`source`, or the runner's init container).
+    pub container: String,
+    /// The image it pulls.
+    pub image: String,
+    /// The kubelet's reason.
+    pub reason: String,
+    /// The kubelet's message.
+    pub message: String,
 }
 
 impl JobRecord {
@@ -366,6 +385,8 @@ pub struct Kept {
     pub report: PodReport,
     /// When the Job was created.
     pub created: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// A plan it should have reported could not be read (`captf.io/plan-unreadable`).
+    pub plan_unreadable: bool,
 }
 
 /// The object's Jobs after bookkeeping.

@@ -51,7 +51,7 @@ pub enum Fact {
     /// A plan Job's (or plan-changed apply's) plan, to show in `status.plan` (Plan Approval).
     Plan {
         /// The Job that made it.
-        record: JobRecord,
+        record: Box<JobRecord>,
         /// Its plan, as the result document carries it.
         plan: PlanDoc,
     },
@@ -411,6 +411,8 @@ mod tests {
             drift_remediation: false,
             run_secret_exists: false,
             pod_ever_started: true,
+            containers_never_started: false,
+            pull_failure: None,
         }
     }
 
@@ -434,7 +436,7 @@ mod tests {
 
     fn plan(hash: &str) -> Fact {
         Fact::Plan {
-            record: record(Operation::Plan),
+            record: Box::new(record(Operation::Plan)),
             plan: PlanDoc {
                 hash: hash.to_owned(),
                 add: 1,

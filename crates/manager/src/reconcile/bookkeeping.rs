@@ -23,7 +23,7 @@ use contract::names::{ObjectKind, cluster_lease_name, run_secret_name};
 use kube::api::{Patch, PatchParams};
 
 use crate::pass::conditions::Findings;
-use crate::pass::observed::{Books, JobOutcome, JobRecord, Kept, PodReport};
+use crate::pass::observed::{Books, JobOutcome, JobRecord, Kept, PodReport, PullFailure};
 use crate::pass::status::{Fact, FinishedRun, plan_preview};
 use crate::pass::{Error, Pass};
 use crate::reconcile::observe::Observation;
@@ -110,6 +110,53 @@ fn report_of(pod: &Pod, terminated_only: bool) -> Option<PodReport> {
         disrupted: disrupted(pod),
         found: true,
     })
+}
+
+/// The Job a pod belongs to (its `batch.kubernetes.io/job-name` label).
+fn job_of(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get("batch.kubernetes.io/job-name")
+        .map(String::as_str)
+}
+
+/// How far a running Job's pod got: whether none of its containers (init containers included)
+/// ever started, and the image pull failure the kubelet reports for one of them, if any.
+pub fn pod_progress(pod: &Pod) -> (bool, Option<PullFailure>) {
+    let Some(status) = pod.status.as_ref() else {
+        return (false, None);
+    };
+    let all: Vec<&k8s_openapi::api::core::v1::ContainerStatus> = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+        .collect();
+    let started = |c: &&k8s_openapi::api::core::v1::ContainerStatus| {
+        let state = c.state.as_ref();
+        state.is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+            || c.last_state
+                .as_ref()
+                .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+            || c.started == Some(true)
+    };
+    let never_started = !all.is_empty() && !all.iter().any(started);
+    let failure = all.iter().find_map(|c| {
+        let waiting = c.state.as_ref()?.waiting.as_ref()?;
+        let reason = waiting.reason.as_deref()?;
+        matches!(
+            reason,
+            "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName"
+        )
+        .then(|| PullFailure {
+            container: c.name.clone(),
+            image: c.image.clone(),
+            reason: reason.to_owned(),
+            message: waiting.message.clone().unwrap_or_default(),
+        })
+    });
+    (never_started, failure)
 }
 
 /// Whether the pod carries evidence that it was stopped from outside: a `DisruptionTarget`
@@ -246,6 +293,8 @@ pub fn job_record(
         pod_ever_started: status.ready.unwrap_or(0) > 0
             || status.succeeded.unwrap_or(0) > 0
             || status.failed.unwrap_or(0) > 0,
+        containers_never_started: false,
+        pull_failure: None,
     })
 }
 
@@ -400,10 +449,20 @@ fn apply_job_conditions(
         }
         JobOutcome::DeadlineExceeded => {
             let msg = format!("{what} Job {job} reached its activeDeadlineSeconds");
+            let reason = if pulls_failed(conds, ctype::APPLY_JOB_SUCCEEDED, job) {
+                reasons::IMAGE_PULL_FAILED
+            } else {
+                reasons::JOB_DEADLINE_EXCEEDED
+            };
+            let msg = if reason == reasons::IMAGE_PULL_FAILED {
+                format!("{msg}: its pod never pulled its image; see the Job's pod events")
+            } else {
+                msg
+            };
             conds.set(
                 ctype::APPLY_JOB_SUCCEEDED,
                 ConditionStatus::False,
-                reasons::JOB_DEADLINE_EXCEEDED,
+                reason,
                 &msg,
             );
             outbox.warning(events::JOB_DEADLINE_EXCEEDED, msg);
@@ -508,10 +567,15 @@ fn drift_job_conditions(
         }
         JobOutcome::DeadlineExceeded => {
             let msg = format!("{what} Job {job} reached its activeDeadlineSeconds");
+            let reason = if pulls_failed(conds, ctype::DRIFT_JOB_SUCCEEDED, job) {
+                reasons::IMAGE_PULL_FAILED
+            } else {
+                reasons::DRIFT_JOB_DEADLINE_EXCEEDED
+            };
             conds.set(
                 ctype::DRIFT_JOB_SUCCEEDED,
                 ConditionStatus::False,
-                reasons::DRIFT_JOB_DEADLINE_EXCEEDED,
+                reason,
                 &msg,
             );
             outbox.warning(events::JOB_DEADLINE_EXCEEDED, msg);
@@ -530,6 +594,51 @@ fn drift_job_conditions(
             outbox.warning(events::JOB_FAILED, failed_msg(what));
         }
     }
+}
+
+/// Whether the Job `job` was reported unable to pull its image (`condition` read
+/// `ImagePullFailed` naming it) before it ended: its pod, deleted at the deadline, no longer
+/// tells.
+fn pulls_failed(conds: &Findings, condition: &str, job: &str) -> bool {
+    conds.before().iter().any(|c| {
+        c.type_ == condition && c.reason == reasons::IMAGE_PULL_FAILED && c.message.contains(job)
+    })
+}
+
+/// The condition an operation's Job reports on.
+pub fn condition_of(op: Operation) -> &'static str {
+    match op {
+        Operation::Apply | Operation::Destroy | Operation::Plan => ctype::APPLY_JOB_SUCCEEDED,
+        Operation::Drift | Operation::Refresh => ctype::DRIFT_JOB_SUCCEEDED,
+        Operation::Restore => ctype::RESTORE_JOB_SUCCEEDED,
+    }
+}
+
+/// `ImagePullFailed` on the condition of a running Job whose pod cannot pull an image, as soon
+/// as the kubelet says so: which image, which container, the kubelet's reason and message, and
+/// what to check. The Job keeps trying until its deadline, which ends it with the same reason.
+pub fn pull_failure_condition(record: &JobRecord, failure: &PullFailure, conds: &mut Findings) {
+    let what = if failure.container == crate::job::RUNNER_CONTAINER {
+        "the runner image (the manager's --runner-image) and spec.jobs.imagePullSecrets"
+    } else {
+        "spec.source.image and spec.jobs.imagePullSecrets"
+    };
+    let detail = if failure.message.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", failure.message)
+    };
+    let message = format!(
+        "Job {}'s pod cannot pull image {} for its {} container ({}{detail}); it keeps trying \
+         until its activeDeadlineSeconds. Check {what}",
+        record.name, failure.image, failure.container, failure.reason
+    );
+    conds.set(
+        condition_of(record.operation),
+        ConditionStatus::False,
+        reasons::IMAGE_PULL_FAILED,
+        &contract::result::cap(&message, 1024),
+    );
 }
 
 /// The annotations a bookkept Job gets once the status patch landed.
@@ -564,7 +673,20 @@ pub async fn keep_books(p: &mut Pass<'_>) -> Result<Books, Error> {
                     .caches
                     .secret(&p.ns, &run_secret_name(&name))
                     .is_some();
-            if let Some(r) = job_record(j, None, run_secret_exists) {
+            if let Some(mut r) = job_record(j, None, run_secret_exists) {
+                if !finished {
+                    let name = r.name.clone();
+                    let pods = p.ctx.caches.pods.state_filter(|pod| {
+                        pod.metadata.namespace.as_deref() == Some(p.ns.as_str())
+                    });
+                    let newest = pods
+                        .iter()
+                        .filter(|pod| job_of(pod) == Some(name.as_str()))
+                        .max_by_key(|pod| pod.metadata.creation_timestamp.clone());
+                    if let Some(pod) = newest {
+                        (r.containers_never_started, r.pull_failure) = pod_progress(pod);
+                    }
+                }
                 books.records.push(r);
             }
         }
@@ -613,11 +735,25 @@ async fn keep_one(p: &mut Pass<'_>, job: &Job) -> Result<Option<Kept>, Error> {
     if let Some(plan) = result.and_then(|r| r.plan.as_ref()) {
         plan_to_status(p, &record, outcome, plan);
     }
+    let plan_unreadable = plan_unreadable(&record, outcome, result);
+    if plan_unreadable && result.and_then(|r| r.plan.as_ref()).is_none() {
+        p.findings.set(
+            ctype::APPLY_JOB_SUCCEEDED,
+            ConditionStatus::Unknown,
+            reasons::PLAN_AWAITING_APPROVAL,
+            &format!(
+                "Job {} reported no plan that could be read; the plan cannot be approved. \
+                 Its log has the plan; it is planned again once the inputs change",
+                record.name
+            ),
+        );
+    }
     Ok(Some(Kept {
         record,
         outcome,
         report,
         created: job.metadata.creation_timestamp.clone(),
+        plan_unreadable,
     }))
 }
 
@@ -631,6 +767,22 @@ fn count_drift(metrics: &Metrics, kind: &str, result: Option<&ResultDocument>) {
             metrics.drift_resources(kind, action, n);
         }
     }
+}
+
+/// Whether a Job that should have reported a plan (a plan Job that succeeded, an approved apply
+/// whose plan changed) reported none that can be read: none at all, or one no approval could
+/// name (its plan hash empty or too long). Its Job is annotated `captf.io/plan-unreadable`.
+pub fn plan_unreadable(
+    record: &JobRecord,
+    outcome: JobOutcome,
+    result: Option<&ResultDocument>,
+) -> bool {
+    let planned = (record.operation == Operation::Plan && outcome == JobOutcome::Succeeded)
+        || outcome == JobOutcome::PlanChanged;
+    planned
+        && result
+            .and_then(|r| r.plan.as_ref())
+            .is_none_or(|plan| plan_preview(record, plan).is_none())
 }
 
 /// Plan Approval: a plan (or a changed plan) becomes `status.plan`.
@@ -695,7 +847,7 @@ fn plan_to_status(
         );
     }
     p.facts.record(Fact::Plan {
-        record: record.clone(),
+        record: Box::new(record.clone()),
         plan: plan.clone(),
     });
 }
@@ -880,11 +1032,15 @@ pub fn count(metrics: &Metrics, p: &Pass<'_>, kept: &Kept, records: &[JobRecord]
 /// write the pass accounted for, which wakes no one.
 pub async fn mark_bookkept(
     jobs: &Api<Job>,
-    name: &str,
-    outcome: JobOutcome,
+    kept: &Kept,
     own_writes: &crate::runtime::caches::OwnWrites,
 ) -> Result<(), Error> {
-    let annotations: serde_json::Map<String, serde_json::Value> = bookkept_annotations(outcome)
+    let name = kept.record.name.as_str();
+    let mut marks = bookkept_annotations(kept.outcome);
+    if kept.plan_unreadable {
+        marks.push(annotations::PLAN_UNREADABLE);
+    }
+    let annotations: serde_json::Map<String, serde_json::Value> = marks
         .into_iter()
         .map(|a| (a.to_owned(), serde_json::Value::String("true".to_owned())))
         .collect();
@@ -1053,6 +1209,7 @@ mod tests {
             outcome: JobOutcome::Succeeded,
             report: PodReport::default(),
             created: None,
+            plan_unreadable: false,
         }
     }
 
@@ -1086,5 +1243,18 @@ mod tests {
                 Some("h2:abc")
             );
         }
+    }
+
+    /// A plan Job that succeeded without a plan an approval could name is marked
+    /// `captf.io/plan-unreadable`; an apply that reported no plan is not.
+    #[test]
+    fn a_plan_nobody_can_read_is_marked_unreadable() {
+        let mut plan_job =
+            job_record(&finished_job(false), Some(JobOutcome::Succeeded), false).unwrap();
+        plan_job.operation = Operation::Plan;
+        assert!(plan_unreadable(&plan_job, JobOutcome::Succeeded, None));
+        let apply = job_record(&finished_job(false), Some(JobOutcome::Succeeded), false).unwrap();
+        assert!(!plan_unreadable(&apply, JobOutcome::Succeeded, None));
+        assert!(plan_unreadable(&apply, JobOutcome::PlanChanged, None));
     }
 }

@@ -348,6 +348,10 @@ fn active_job(p: &mut Pass<'_>, o: &mut Observation) {
         .max_by_key(|r| r.created)
         .cloned();
     if let Some(a) = &o.active
+        && let Some(failure) = &a.pull_failure
+    {
+        bookkeeping::pull_failure_condition(a, failure, &mut p.findings);
+    } else if let Some(a) = &o.active
         && matches!(a.operation, Operation::Drift | Operation::Refresh)
     {
         p.findings.set(

@@ -709,6 +709,8 @@ mod tests {
             drift_remediation: false,
             run_secret_exists: false,
             pod_ever_started: true,
+            containers_never_started: false,
+            pull_failure: None,
         };
         facts.record(Fact::Finished(Box::new(FinishedRun {
             record,

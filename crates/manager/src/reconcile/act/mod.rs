@@ -124,15 +124,18 @@ async fn carry_out(p: &mut Pass<'_>, o: &mut Observation, acted: &mut Acted) -> 
             add_finalizer(p).await?;
             acted.stop_after_patch = true;
         }
-        Decision::DeleteStuckJob { job } => {
+        Decision::DeleteStuckJob { job, why } => {
             let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
             delete_opt(&jobs, job).await?;
-            p.announced.warning(
-                events::STUCK_JOB_DELETED,
-                format!(
+            let note = match why {
+                decide::Stuck::NeverStarts => format!(
                     "Job {job} could never start (its per-run Secret is missing) and was deleted"
                 ),
-            );
+                decide::Stuck::Deleting => format!(
+                    "Job {job} was deleted with its object: none of its containers ever started"
+                ),
+            };
+            p.announced.warning(events::STUCK_JOB_DELETED, note);
             acted.requeue = Some(Duration::from_secs(1));
         }
         Decision::Wait { requeue_after, .. } | Decision::Nothing { requeue_after } => {
@@ -281,13 +284,7 @@ pub async fn finish(
     }
     let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
     for k in &o.books.kept {
-        crate::reconcile::bookkeeping::mark_bookkept(
-            &jobs,
-            &k.record.name,
-            k.outcome,
-            &p.ctx.caches.own_writes,
-        )
-        .await?;
+        crate::reconcile::bookkeeping::mark_bookkept(&jobs, k, &p.ctx.caches.own_writes).await?;
         crate::reconcile::bookkeeping::count(&p.ctx.metrics, &p, k, &o.books.records);
     }
     if drop_finalizer {
@@ -325,6 +322,32 @@ pub fn requeue_after(
     after.min(sync_period)
 }
 
+/// `Deleting=True/DeletionCompleted` on an object another finalizer still holds, right after
+/// CAPTF's finalizer went (under the resourceVersion that removal returned); an object already
+/// gone, or changed meanwhile, is left as it is.
+async fn deletion_completed(p: &mut Pass<'_>) {
+    use api::constants::{conditions as ctype, reasons};
+    let mut conds = crate::pass::conditions::Conditions::new(
+        p.target.status().workload().conditions.clone(),
+        p.generation,
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(p.now_ts),
+    );
+    conds.set(
+        ctype::DELETING,
+        contract::health::ConditionStatus::True,
+        reasons::DELETION_COMPLETED,
+        "Infrastructure destroyed, state removed and CAPTF's finalizer dropped; another \
+         finalizer keeps the object",
+    );
+    let body = serde_json::json!({
+        "metadata": {"resourceVersion": p.rv},
+        "status": {"conditions": conds.into_list()},
+    });
+    if let Err(e) = p.target.merge_patch(&p.ctx.client, &body, true).await {
+        tracing::debug!(namespace = %p.ns, name = %p.name, error = %e, "DeletionCompleted not written");
+    }
+}
+
 async fn drop_the_finalizer(mut p: Pass<'_>) -> Result<Action, Error> {
     let finalizers: Vec<String> = p
         .target
@@ -342,6 +365,10 @@ async fn drop_the_finalizer(mut p: Pass<'_>) -> Result<Action, Error> {
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
         Err(e) => return Err(e),
+    }
+    // Another finalizer keeps the object: its status says the deletion is done on CAPTF's side.
+    if !finalizers.is_empty() {
+        deletion_completed(&mut p).await;
     }
     // The last object of the namespace takes the runner's RBAC and CAPTF's leases with it.
     let client = &p.ctx.client;
@@ -457,6 +484,8 @@ mod tests {
             drift_remediation: false,
             run_secret_exists: true,
             pod_ever_started: true,
+            containers_never_started: false,
+            pull_failure: None,
         }
     }
 

@@ -184,6 +184,16 @@ impl StartJob {
     }
 }
 
+/// Why an active Job is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stuck {
+    /// Its per-run Secret is missing and no pod ever started, a minute on.
+    NeverStarts,
+    /// The object is being deleted and none of the Job's containers ever started (an image
+    /// its pod cannot pull, say): nothing ran, so it is deleted instead of waited for.
+    Deleting,
+}
+
 /// What this pass does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -191,10 +201,12 @@ pub enum Decision {
     AddFinalizer,
     /// Start a Job (Act takes the leases first).
     StartJob(StartJob),
-    /// Delete an active Job that can never start.
+    /// Delete an active Job that can never start, or that a deletion need not wait for.
     DeleteStuckJob {
         /// Its name.
         job: String,
+        /// Why.
+        why: Stuck,
     },
     /// Clean up and drop the finalizer.
     DropFinalizer,
@@ -221,7 +233,8 @@ pub enum Decision {
 /// 2. owner lookup: wait, or drop the finalizer of a deleting object with no state and no Job;
 /// 3. finalizer missing: add it;
 /// 4. paused: delete a stuck Job, else wait;
-/// 5. a Job is active: delete it when stuck, else wait;
+/// 5. a Job is active: delete it when stuck, or when the object is being deleted and none of
+///    its containers ever started (not a destroy), else wait;
 /// 6. deleting: wait for dependents (cluster), drop the finalizer (no state, or destroyed),
 ///    else destroy;
 /// 7. unreadable or lost state: wait;
@@ -274,6 +287,15 @@ fn decide_unclamped(o: &Observed, cfg: &Config) -> Decision {
         if is_stuck(job, o.now) {
             return Decision::DeleteStuckJob {
                 job: job.name.clone(),
+                why: Stuck::NeverStarts,
+            };
+        }
+        // A deletion does not wait for a Job that never ran (its destroy would wait for the
+        // same pull to fail).
+        if o.deleting && job.containers_never_started && job.operation != Operation::Destroy {
+            return Decision::DeleteStuckJob {
+                job: job.name.clone(),
+                why: Stuck::Deleting,
             };
         }
         let reason = if o.paused {

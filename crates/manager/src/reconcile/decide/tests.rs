@@ -72,6 +72,8 @@ fn job(
         drift_remediation: false,
         run_secret_exists: true,
         pod_ever_started: true,
+        containers_never_started: false,
+        pull_failure: None,
     }
 }
 
@@ -217,7 +219,10 @@ fn paused_object_still_deletes_a_stuck_job() {
     };
     assert_eq!(
         decide(&o, &cfg()),
-        Decision::DeleteStuckJob { job: stuck.name }
+        Decision::DeleteStuckJob {
+            job: stuck.name,
+            why: Stuck::NeverStarts
+        }
     );
 }
 
@@ -254,7 +259,10 @@ fn stuck_job_is_deleted_once_a_minute_old() {
     };
     assert_eq!(
         decide(&old, &cfg()),
-        Decision::DeleteStuckJob { job: stuck.name }
+        Decision::DeleteStuckJob {
+            job: stuck.name,
+            why: Stuck::NeverStarts
+        }
     );
 }
 
@@ -1220,4 +1228,44 @@ fn a_machine_with_annotate_machine_refreshes_on_its_health_check_interval() {
         schedule::jittered(&o.uid, Duration::from_secs(300))
             .saturating_sub(Duration::from_secs(10))
     );
+}
+
+/// Issue 29: a deletion deletes an active Job none of whose containers ever started (an image
+/// its pod cannot pull) instead of waiting for its deadline; a Job that ran, or a destroy, is
+/// waited for.
+#[test]
+fn a_deletion_deletes_a_job_that_never_started_instead_of_waiting() {
+    let mut pulling = job(Operation::Apply, 1, None, 0);
+    pulling.containers_never_started = true;
+    let o = Observed {
+        deleting: true,
+        jobs: vec![pulling.clone()],
+        ..mk_observed()
+    };
+    assert_eq!(
+        decide(&o, &cfg()),
+        Decision::DeleteStuckJob {
+            job: pulling.name.clone(),
+            why: Stuck::Deleting
+        }
+    );
+    let not_deleting = Observed {
+        jobs: vec![pulling.clone()],
+        ..mk_observed()
+    };
+    assert!(matches!(
+        decide(&not_deleting, &cfg()),
+        Decision::Wait {
+            reason: WaitReason::JobActive { .. },
+            ..
+        }
+    ));
+    let mut destroy = job(Operation::Destroy, 1, None, 0);
+    destroy.containers_never_started = true;
+    let destroying = Observed {
+        deleting: true,
+        jobs: vec![destroy],
+        ..mk_observed()
+    };
+    assert!(matches!(decide(&destroying, &cfg()), Decision::Wait { .. }));
 }
