@@ -796,6 +796,54 @@ async fn only_one_manager_leads_and_another_takes_over_an_expired_lease() {
     assert_eq!(transitions, Some(1));
 }
 
+/// L3: a standby asked to stop while it waits to lead stops waiting and never leads, and a leader
+/// that stops gives the Lease back, so that the next manager takes it at its first try instead
+/// of a lease duration later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_standby_never_leads_and_a_stopping_leader_gives_the_lease_back() {
+    use manager::runtime::leader::Led;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let env = testenv::TestEnv::shared().expect("test environment starts");
+    let client = env.client().await.unwrap();
+    let ns = env.namespace("handover").await.unwrap();
+    let (a, b, c) = (
+        election(&ns, "manager-a"),
+        election(&ns, "manager-b"),
+        election(&ns, "manager-c"),
+    );
+    assert!(a.try_acquire(&client).await.unwrap());
+    // b waits for the Lease a holds, and is asked to stop (SIGTERM) meanwhile.
+    let ran = AtomicBool::new(false);
+    let led = b
+        .lead(
+            &client,
+            || async { ran.store(true, Ordering::SeqCst) },
+            tokio::time::sleep(Duration::from_millis(600)),
+        )
+        .await;
+    assert!(matches!(led, Led::Finished));
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "a stopping standby never leads"
+    );
+    assert_eq!(
+        lease_holder(&client, &ns).await.0.as_deref(),
+        Some("manager-a")
+    );
+    // a leads until its reconciling finishes (it was asked to stop), then gives the Lease back.
+    let led = a.lead(&client, || async {}, std::future::pending()).await;
+    assert!(matches!(led, Led::Finished));
+    assert_eq!(
+        lease_holder(&client, &ns).await.0,
+        None,
+        "the Lease given back"
+    );
+    assert!(
+        c.try_acquire(&client).await.unwrap(),
+        "taken at the first try, not a lease duration later"
+    );
+}
+
 /// Writes the Lease as a holder named `peer` whose clock reads `skew` away from this machine's
 /// would: created if missing, renewed otherwise.
 async fn renew_as_skewed_peer(client: &kube::Client, ns: &str, peer: &str, skew: i64) {
