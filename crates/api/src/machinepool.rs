@@ -24,6 +24,7 @@ use crate::workload::{TemplateObjectMeta, WorkspaceSpec};
     shortname = "tfmp",
     doc = "A TerraformMachinePool is a Cluster API infrastructure machine pool provisioned by running a machinepool-role Terraform/OpenTofu module image as Kubernetes Jobs.",
     printcolumn = r#"{"name":"Cluster","type":"string","jsonPath":".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']","description":"The Cluster API Cluster this belongs to"}"#,
+    printcolumn = r#"{"name":"MachinePool","type":"string","jsonPath":".metadata.ownerReferences[?(@.kind==\"MachinePool\")].name","description":"The Cluster API MachinePool that owns it"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status","description":"Whether the infrastructure is ready"}"#,
     printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicas","description":"Instances the module reports"}"#,
     printcolumn = r#"{"name":"Provisioned","type":"boolean","jsonPath":".status.initialization.provisioned","description":"Whether the infrastructure is provisioned"}"#,

@@ -208,6 +208,41 @@ fn pool_jobs(metrics: &manager::runtime::metrics::Metrics, op: &str) -> u64 {
         .sum()
 }
 
+/// The row `kubectl get` shows for `name`: the API server's Table of the object, as column name
+/// to cell.
+async fn table_row(
+    client: &Client,
+    ns: &str,
+    plural: &str,
+    name: &str,
+) -> serde_json::Map<String, serde_json::Value> {
+    let request = http::Request::get(format!(
+        "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/{ns}/{plural}/{name}"
+    ))
+    .header(
+        http::header::ACCEPT,
+        "application/json;as=Table;v=v1;g=meta.k8s.io",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let table: serde_json::Value =
+        serde_json::from_str(&client.request_text(request).await.unwrap()).unwrap();
+    let names = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_owned());
+    names
+        .zip(
+            table["rows"][0]["cells"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .cloned(),
+        )
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pool_from_its_machine_pool_to_destroy() {
     let (env, images) = common::setup().await;
@@ -243,6 +278,13 @@ async fn a_pool_from_its_machine_pool_to_destroy() {
         format!("noop-group:///{ns}/workers")
     );
     assert_eq!(tmp["status"]["replicas"], 3);
+    // `kubectl get terraformmachinepool` shows the owning cluster, MachinePool, replicas and
+    // Ready (the book's "Check the group's members"): the API server's Table of the object.
+    let row = table_row(&client, &ns, "terraformmachinepools", "workers").await;
+    assert_eq!(row["Cluster"], "prod", "{row:?}");
+    assert_eq!(row["MachinePool"], "workers", "{row:?}");
+    assert_eq!(row["Replicas"], 3, "{row:?}");
+    assert_eq!(row["Ready"], "True", "{row:?}");
     assert_eq!(tmp["status"]["ready"], true);
     assert_eq!(tmp["status"]["initialization"]["provisioned"], true);
     assert_eq!(tmp["status"]["instances"].as_array().unwrap().len(), 3);
