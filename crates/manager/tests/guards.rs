@@ -81,6 +81,54 @@ async fn an_identity_not_allowing_the_namespace_runs_nothing() {
     );
 }
 
+/// ImagePullFailed: a cluster whose module image does not exist (a mistyped tag, say) says so as
+/// soon as the kubelet reports the failed pull, naming the image, instead of "the first apply is
+/// running"; and deleting it does not wait for the Job's one-hour deadline: the Job, none of whose
+/// containers ever started, is deleted (`StuckJobDeleted`), and with no state to destroy the
+/// object goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_that_cannot_be_pulled_is_reported_and_does_not_hold_up_a_deletion() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("pullfail").await.unwrap();
+    identity(&client, "id-pullfail", &[ns.as_str()], "planted-pullfail-1").await;
+    let registry = images.cluster.split('/').next().unwrap();
+    let missing = format!("{registry}/captf-test/no-such-module:v1");
+    let mgr = start_manager(&client, &ns, &images, "manager-pullfail");
+    cluster(&client, &ns, "typo", "id-pullfail", &missing).await;
+    let tc = eventually(LONG, "ApplyJobSucceeded=False/ImagePullFailed", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "typo").await;
+        (condition(&tc, "ApplyJobSucceeded")
+            == Some(("False".to_owned(), "ImagePullFailed".to_owned())))
+        .then_some(tc)
+    })
+    .await;
+    let message = condition_message(&tc, "ApplyJobSucceeded");
+    assert!(message.contains(&missing), "{message}");
+    assert_eq!(
+        op_jobs(&jobs_of(&client, &ns, "typo").await, "apply").len(),
+        1
+    );
+    assert!(
+        !events_json(&client, &ns)
+            .await
+            .contains("planted-pullfail-1")
+    );
+
+    delete(&client, &ns, TC, "TerraformCluster", "typo").await;
+    eventually(LONG, "the cluster is gone", || async {
+        get_json_opt(&client, &ns, TC, "TerraformCluster", "typo")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(jobs_of(&client, &ns, "typo").await.is_empty());
+    assert!(events_json(&client, &ns).await.contains("StuckJobDeleted"));
+    mgr.stop().await;
+}
+
 /// A failing apply is retried after the book's first backoff step (one minute), not before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_apply_backs_off_one_minute() {

@@ -145,16 +145,14 @@ pub fn pod_progress(pod: &Pod) -> (bool, Option<PullFailure>) {
     let failure = all.iter().find_map(|c| {
         let waiting = c.state.as_ref()?.waiting.as_ref()?;
         let reason = waiting.reason.as_deref()?;
-        matches!(
-            reason,
-            "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName"
-        )
-        .then(|| PullFailure {
-            container: c.name.clone(),
-            image: c.image.clone(),
-            reason: reason.to_owned(),
-            message: waiting.message.clone().unwrap_or_default(),
-        })
+        crate::runtime::kubeutil::IMAGE_PULL_FAILURES
+            .contains(&reason)
+            .then(|| PullFailure {
+                container: c.name.clone(),
+                image: c.image.clone(),
+                reason: reason.to_owned(),
+                message: waiting.message.clone().unwrap_or_default(),
+            })
     });
     (never_started, failure)
 }

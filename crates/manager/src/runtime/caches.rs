@@ -700,7 +700,8 @@ pub fn start(
         on_cluster(wake.clone()),
     );
     let jobs = informed(w, api_for(c, ns), managed(), "jobs", on_job(wake.clone()));
-    let pods = informed(w, api_for::<Pod>(c, ns), managed(), "pods", ignore);
+    let on_pod = on_pod(wake.clone(), jobs.clone());
+    let pods = informed(w, api_for::<Pod>(c, ns), managed(), "pods", on_pod);
     let secrets = Api::<Meta<Secret>>::all(c.clone());
     let secrets = informed(w, secrets, all(), "secrets", on_secret(wake.clone()));
     let sas = api_for::<Meta<ServiceAccount>>(c, ns);
@@ -1118,6 +1119,63 @@ fn on_job(wake: Wake) -> impl FnMut(&watcher::Event<Job>) + Send {
     }
 }
 
+/// A runner pod wakes its Job's owner when the set of its containers whose image cannot be
+/// pulled changes (the kubelet's `ErrImagePull`, `ImagePullBackOff`, `InvalidImageName`):
+/// `ApplyJobSucceeded` (or the drift or restore condition) says `ImagePullFailed` as soon as the kubelet does, and a deletion waiting
+/// on such a Job deletes it. Nothing else of a pod wakes a pass: its Job says when it ends.
+fn on_pod(wake: Wake, jobs: Store<Job>) -> impl FnMut(&watcher::Event<Pod>) + Send {
+    let mut seen = Seen::default();
+    move |event| {
+        let Some((pod, deleted)) = touched(event) else {
+            return;
+        };
+        let key = key_of(pod);
+        if deleted {
+            seen.forget(&key);
+            return;
+        }
+        let print = pull_failures_print(pod);
+        // A pod seen first with no failed pull changes nothing a pass shows.
+        let before = seen.0.insert(key, print);
+        if before == Some(print) || (before.is_none() && print == 0) {
+            return;
+        }
+        let ns = pod.namespace();
+        for owner in pod.owner_references().iter().filter(|o| o.kind == "Job") {
+            let job = ObjectRef::<Job>::new(&owner.name);
+            let Some(job) = jobs.get(&within(job, ns.as_deref())) else {
+                continue;
+            };
+            for o in job.owner_references() {
+                wake.owner(ns.as_deref(), &o.kind, &o.name);
+            }
+        }
+    }
+}
+
+/// The containers of a pod that cannot pull their image (0: none). Not the reason: the kubelet
+/// alternates `ErrImagePull` and `ImagePullBackOff` for as long as the pull fails.
+fn pull_failures_print(pod: &Pod) -> u64 {
+    let Some(status) = pod.status.as_ref() else {
+        return 0;
+    };
+    let failing: Vec<&str> = (status.init_container_statuses.iter().flatten())
+        .chain(status.container_statuses.iter().flatten())
+        .filter_map(|c| {
+            let reason = c.state.as_ref()?.waiting.as_ref()?.reason.as_deref()?;
+            crate::runtime::kubeutil::IMAGE_PULL_FAILURES
+                .contains(&reason)
+                .then_some(c.name.as_str())
+        })
+        .collect();
+    if failing.is_empty() {
+        return 0;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    failing.hash(&mut h);
+    h.finish().max(1)
+}
+
 /// What of a Job wakes its owner's pass (The Reconcile Lifecycle "Bookkeeping"): its labels and
 /// annotations (operation, attempt, inputs hash, bookkept outcome), its deletion, when it started,
 /// and its `Complete` or `Failed` condition. Not its active, ready or terminating counts as they
@@ -1367,6 +1425,38 @@ pub fn is_mirror_meta(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Obj
 
 #[cfg(test)]
 mod tests {
+
+    /// A pod's print changes when a container starts or stops failing to pull its image, not
+    /// when the kubelet alternates `ErrImagePull` and `ImagePullBackOff`.
+    #[test]
+    fn a_pod_wakes_its_owner_only_when_its_failing_pulls_change() {
+        use super::{Pod, pull_failures_print};
+        let pod = |waiting: &[(&str, &str)]| -> Pod {
+            let statuses: Vec<serde_json::Value> = waiting
+                .iter()
+                .map(|(name, reason)| {
+                    serde_json::json!({"name": name, "image": "x", "imageID": "", "ready": false,
+                        "restartCount": 0, "state": {"waiting": {"reason": reason}}})
+                })
+                .collect();
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p"},
+                "status": {"initContainerStatuses": statuses}
+            }))
+            .unwrap_or_default()
+        };
+        let none = pull_failures_print(&pod(&[("runner", "PodInitializing")]));
+        let failing = pull_failures_print(&pod(&[("runner", "ErrImagePull")]));
+        let backing_off = pull_failures_print(&pod(&[("runner", "ImagePullBackOff")]));
+        let both = pull_failures_print(&pod(&[
+            ("runner", "ErrImagePull"),
+            ("module", "InvalidImageName"),
+        ]));
+        assert_eq!(none, 0);
+        assert_ne!(failing, 0);
+        assert_eq!(failing, backing_off);
+        assert_ne!(failing, both);
+    }
 
     /// L9: `captf_jobs_active` has a zero series for every reconciled kind, the machine pool
     /// included, and every operation.

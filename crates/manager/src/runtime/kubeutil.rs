@@ -4,6 +4,9 @@ use kube::Api;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 
+/// The kubelet's waiting reasons of a container whose image cannot be pulled.
+pub const IMAGE_PULL_FAILURES: &[&str] = &["ErrImagePull", "ImagePullBackOff", "InvalidImageName"];
+
 /// Whether an error is a 404.
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
