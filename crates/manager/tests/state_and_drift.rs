@@ -505,8 +505,21 @@ async fn a_deletion_resting_on_no_state_checks_the_api_server_first() {
     .await;
     let passes = Passes::start(&client, &ns, &images, "passes-nostate").await;
     passes.freeze();
-    // The apply writes its state (the cache does not see it), and the machine is deleted.
+    // An earlier pass read "no state" (Observe keeps what it decoded while the cached state
+    // Secrets keep their versions); then the apply writes its state, which the frozen cache does
+    // not show, and the machine is deleted.
     let suffix = contract::names::state_suffix(&ns, contract::names::ObjectKind::Machine, "m");
+    let uid = get_json(&client, &ns, TC, "TerraformMachine", "m").await["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let none = manager::state::observe(&client, &passes.ctx.caches, &ns, &suffix, &uid, false)
+        .await
+        .unwrap();
+    assert!(
+        matches!(none.reading, manager::state::StateReading::NotFound),
+        "no state before the copy"
+    );
     copy_state(&client, &ns, "donor", &suffix).await;
     delete(&client, &ns, TC, "TerraformMachine", "m").await;
     passes
