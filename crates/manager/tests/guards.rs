@@ -83,9 +83,9 @@ async fn an_identity_not_allowing_the_namespace_runs_nothing() {
 
 /// ImagePullFailed: a cluster whose module image does not exist (a mistyped tag, say) says so as
 /// soon as the kubelet reports the failed pull, naming the image, instead of "the first apply is
-/// running"; and deleting it does not wait for the Job's one-hour deadline: the Job, none of whose
-/// containers ever started, is deleted (`StuckJobDeleted`), and with no state to destroy the
-/// object goes.
+/// running"; and deleting it does not wait for the Job's one-hour deadline: the Job, whose module
+/// container never started (its runner copy step did), is deleted (`StuckJobDeleted`), and with
+/// no state to destroy the object goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_that_cannot_be_pulled_is_reported_and_does_not_hold_up_a_deletion() {
     let (env, images) = setup().await;
@@ -118,10 +118,8 @@ async fn an_image_that_cannot_be_pulled_is_reported_and_does_not_hold_up_a_delet
 
     delete(&client, &ns, TC, "TerraformCluster", "typo").await;
     eventually(LONG, "the cluster is gone", || async {
-        get_json_opt(&client, &ns, TC, "TerraformCluster", "typo")
-            .await
-            .is_none()
-            .then_some(())
+        let tc = get_json_opt(&client, &ns, TC, "TerraformCluster", "typo").await;
+        tc.is_none().then_some(())
     })
     .await;
     assert!(jobs_of(&client, &ns, "typo").await.is_empty());

@@ -122,9 +122,10 @@ pub struct JobRecord {
     pub run_secret_exists: bool,
     /// Whether a pod of it ever started.
     pub pod_ever_started: bool,
-    /// Whether its pod exists and none of its containers ever started (an image it cannot
-    /// pull, say): an active Job a deletion may delete without waiting for it.
-    pub containers_never_started: bool,
+    /// Whether its pod exists and the module's container never started (its image cannot be
+    /// pulled, say; the runner's copy step may have run, which touches no state): an active
+    /// Job a deletion may delete without waiting for it.
+    pub module_never_started: bool,
     /// Its pod's image pull failure, while it lasts.
     pub pull_failure: Option<PullFailure>,
 }

@@ -411,7 +411,7 @@ mod tests {
             drift_remediation: false,
             run_secret_exists: false,
             pod_ever_started: true,
-            containers_never_started: false,
+            module_never_started: false,
             pull_failure: None,
         }
     }

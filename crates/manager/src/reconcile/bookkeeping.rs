@@ -74,6 +74,20 @@ pub async fn pod_report(
         .unwrap_or_default())
 }
 
+/// Whether the module's container of a pod of `job` ever started, read from the API server: a
+/// deletion deletes an active Job whose module never started only once the API server agrees
+/// (the pod cache may lag the kubelet, and a module that runs may be writing state).
+pub async fn module_ever_started(client: &kube::Client, ns: &str, job: &str) -> kube::Result<bool> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}"));
+    Ok(pods
+        .list(&lp)
+        .await?
+        .items
+        .iter()
+        .any(|p| !pod_progress(p).0))
+}
+
 /// What one pod reports; `None` when `terminated_only` and its `source` container has not
 /// terminated.
 fn report_of(pod: &Pod, terminated_only: bool) -> Option<PodReport> {
@@ -121,8 +135,9 @@ fn job_of(pod: &Pod) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// How far a running Job's pod got: whether none of its containers (init containers included)
-/// ever started, and the image pull failure the kubelet reports for one of them, if any.
+/// How far a running Job's pod got: whether the module's container (the pod's containers, not
+/// the runner's copy step, its init container) never started, so that nothing of the module ran
+/// and no state was touched; and the image pull failure the kubelet reports for any container.
 pub fn pod_progress(pod: &Pod) -> (bool, Option<PullFailure>) {
     let Some(status) = pod.status.as_ref() else {
         return (false, None);
@@ -133,6 +148,8 @@ pub fn pod_progress(pod: &Pod) -> (bool, Option<PullFailure>) {
         .flatten()
         .chain(status.container_statuses.iter().flatten())
         .collect();
+    let main: Vec<&k8s_openapi::api::core::v1::ContainerStatus> =
+        status.container_statuses.iter().flatten().collect();
     let started = |c: &&k8s_openapi::api::core::v1::ContainerStatus| {
         let state = c.state.as_ref();
         state.is_some_and(|s| s.running.is_some() || s.terminated.is_some())
@@ -141,7 +158,7 @@ pub fn pod_progress(pod: &Pod) -> (bool, Option<PullFailure>) {
                 .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
             || c.started == Some(true)
     };
-    let never_started = !all.is_empty() && !all.iter().any(started);
+    let never_started = !main.iter().any(started);
     let failure = all.iter().find_map(|c| {
         let waiting = c.state.as_ref()?.waiting.as_ref()?;
         let reason = waiting.reason.as_deref()?;
@@ -151,7 +168,12 @@ pub fn pod_progress(pod: &Pod) -> (bool, Option<PullFailure>) {
                 container: c.name.clone(),
                 image: c.image.clone(),
                 reason: reason.to_owned(),
-                message: waiting.message.clone().unwrap_or_default(),
+                message: waiting
+                    .message
+                    .as_deref()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned(),
             })
     });
     (never_started, failure)
@@ -291,7 +313,7 @@ pub fn job_record(
         pod_ever_started: status.ready.unwrap_or(0) > 0
             || status.succeeded.unwrap_or(0) > 0
             || status.failed.unwrap_or(0) > 0,
-        containers_never_started: false,
+        module_never_started: false,
         pull_failure: None,
     })
 }
@@ -682,7 +704,7 @@ pub async fn keep_books(p: &mut Pass<'_>) -> Result<Books, Error> {
                         .filter(|pod| job_of(pod) == Some(name.as_str()))
                         .max_by_key(|pod| pod.metadata.creation_timestamp.clone());
                     if let Some(pod) = newest {
-                        (r.containers_never_started, r.pull_failure) = pod_progress(pod);
+                        (r.module_never_started, r.pull_failure) = pod_progress(pod);
                     }
                 }
                 books.records.push(r);
@@ -1056,6 +1078,42 @@ pub async fn mark_bookkept(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The module never started while its container waits (on a failed pull, say), even once
+    /// the runner's copy step ran; a module container that ran, or runs, started. The failed
+    /// pull names the container and the image, with the kubelet's message trimmed.
+    #[test]
+    fn the_module_never_started_while_its_container_waits() {
+        let pod = |init: serde_json::Value, main: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p"},
+                "status": {"initContainerStatuses": [init], "containerStatuses": [main]}
+            }))
+            .unwrap_or_default()
+        };
+        let status = |name: &str, state: serde_json::Value| {
+            serde_json::json!({"name": name, "image": format!("r/{name}:v1"), "imageID": "",
+                "ready": false, "restartCount": 0, "state": state})
+        };
+        let copied = status("runner", serde_json::json!({"terminated": {"exitCode": 0}}));
+        let pulling = status(
+            "source",
+            serde_json::json!({"waiting": {"reason": "ImagePullBackOff", "message": "Back-off\n"}}),
+        );
+        let (never, failure) = pod_progress(&pod(copied.clone(), pulling));
+        assert!(never);
+        let failure = failure.unwrap_or_else(|| panic!("a failed pull"));
+        assert_eq!(
+            (failure.container.as_str(), failure.image.as_str()),
+            ("source", "r/source:v1")
+        );
+        assert_eq!(
+            (failure.reason.as_str(), failure.message.as_str()),
+            ("ImagePullBackOff", "Back-off")
+        );
+        let running = status("source", serde_json::json!({"running": {}}));
+        assert_eq!(pod_progress(&pod(copied, running)), (false, None));
+    }
 
     #[test]
     fn digests_from_image_ids() {

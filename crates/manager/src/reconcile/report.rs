@@ -709,7 +709,7 @@ mod tests {
             drift_remediation: false,
             run_secret_exists: false,
             pod_ever_started: true,
-            containers_never_started: false,
+            module_never_started: false,
             pull_failure: None,
         };
         facts.record(Fact::Finished(Box::new(FinishedRun {

@@ -29,6 +29,7 @@ use tracing::{debug, warn};
 use crate::kinds::identity;
 use crate::pass::observed::{GateBlock, StateRead};
 use crate::pass::{Error, Pass};
+use crate::reconcile::bookkeeping;
 use crate::reconcile::decide::{self, Decision, StartJob, WaitReason};
 use crate::reconcile::observe::Observation;
 use crate::reconcile::plan::{self, Write};
@@ -125,6 +126,13 @@ async fn carry_out(p: &mut Pass<'_>, o: &mut Observation, acted: &mut Acted) -> 
             acted.stop_after_patch = true;
         }
         Decision::DeleteStuckJob { job, why } => {
+            if matches!(why, decide::Stuck::Deleting)
+                && bookkeeping::module_ever_started(&p.ctx.client, &p.ns, job).await?
+            {
+                return Err(Error::Stale(
+                    "the Job's module started since the pod cache showed it",
+                ));
+            }
             let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
             delete_opt(&jobs, job).await?;
             let note = match why {
@@ -132,7 +140,8 @@ async fn carry_out(p: &mut Pass<'_>, o: &mut Observation, acted: &mut Acted) -> 
                     "Job {job} could never start (its per-run Secret is missing) and was deleted"
                 ),
                 decide::Stuck::Deleting => format!(
-                    "Job {job} was deleted with its object: none of its containers ever started"
+                    "Job {job} was deleted with its object: its module never started (an image it cannot \
+                     pull, say)"
                 ),
             };
             p.announced.warning(events::STUCK_JOB_DELETED, note);
@@ -484,7 +493,7 @@ mod tests {
             drift_remediation: false,
             run_secret_exists: true,
             pod_ever_started: true,
-            containers_never_started: false,
+            module_never_started: false,
             pull_failure: None,
         }
     }

@@ -292,7 +292,7 @@ fn decide_unclamped(o: &Observed, cfg: &Config) -> Decision {
         }
         // A deletion does not wait for a Job that never ran (its destroy would wait for the
         // same pull to fail).
-        if o.deleting && job.containers_never_started && job.operation != Operation::Destroy {
+        if o.deleting && job.module_never_started && job.operation != Operation::Destroy {
             return Decision::DeleteStuckJob {
                 job: job.name.clone(),
                 why: Stuck::Deleting,

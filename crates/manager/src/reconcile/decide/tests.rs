@@ -72,7 +72,7 @@ fn job(
         drift_remediation: false,
         run_secret_exists: true,
         pod_ever_started: true,
-        containers_never_started: false,
+        module_never_started: false,
         pull_failure: None,
     }
 }
@@ -1230,13 +1230,13 @@ fn a_machine_with_annotate_machine_refreshes_on_its_health_check_interval() {
     );
 }
 
-/// Issue 29: a deletion deletes an active Job none of whose containers ever started (an image
+/// Issue 29: a deletion deletes an active Job whose module container never started (an image
 /// its pod cannot pull) instead of waiting for its deadline; a Job that ran, or a destroy, is
 /// waited for.
 #[test]
 fn a_deletion_deletes_a_job_that_never_started_instead_of_waiting() {
     let mut pulling = job(Operation::Apply, 1, None, 0);
-    pulling.containers_never_started = true;
+    pulling.module_never_started = true;
     let o = Observed {
         deleting: true,
         jobs: vec![pulling.clone()],
@@ -1261,7 +1261,7 @@ fn a_deletion_deletes_a_job_that_never_started_instead_of_waiting() {
         }
     ));
     let mut destroy = job(Operation::Destroy, 1, None, 0);
-    destroy.containers_never_started = true;
+    destroy.module_never_started = true;
     let destroying = Observed {
         deleting: true,
         jobs: vec![destroy],
