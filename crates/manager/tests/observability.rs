@@ -506,6 +506,34 @@ fn constant(constants: &str, module: &str, value: &str) -> Option<String> {
     })
 }
 
+/// Asserts that every constant of `api::constants::reasons` is named (`reasons::IDENT`) or
+/// spelled quoted by one of `code`'s sources.
+fn every_reason_is_used(code: &[(PathBuf, String)], constants: &str) {
+    let body = constants
+        .split("pub mod reasons {")
+        .nth(1)
+        .expect("api::constants::reasons");
+    let body = &body[..body.find("\n}\n").unwrap_or(body.len())];
+    let consts: Vec<(&str, &str)> = body
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim().strip_prefix("pub const ")?;
+            let (ident, rest) = l.split_once(": &str = \"")?;
+            Some((ident, rest.strip_suffix("\";")?))
+        })
+        .collect();
+    assert!(consts.len() > 50, "{} reasons read", consts.len());
+    for (ident, value) in consts {
+        let named = format!("reasons::{ident}");
+        let quoted = format!("\"{value}\"");
+        assert!(
+            code.iter()
+                .any(|(_, text)| text.contains(&named) || text.contains(&quoted)),
+            "the conditions page says every reason is set, but nothing sets {value}"
+        );
+    }
+}
+
 /// Asserts that no product source names `module::IDENT` for `value`, nor spells `value` quoted.
 fn unused(code: &[(PathBuf, String)], constants: &str, module: &str, alias: &str, value: &str) {
     let ident = constant(constants, module, value)
@@ -535,7 +563,18 @@ fn reasons_defined_but_not_set_and_events_not_emitted_are_used_nowhere() {
         .filter(|l| l.starts_with("| `"))
         .flat_map(|l| backticked(l.split('|').nth(2).unwrap_or("")))
         .collect();
-    assert!(!reasons.is_empty(), "the conditions page lists no reason");
+    if reasons.is_empty() {
+        // The page says every reason is set: then every reason constant is used by the product
+        // (the contract crate's output checks included).
+        assert!(
+            section(&conditions, "Defined, not set yet")
+                .contains("Every condition and reason `crates/api` defines is set"),
+            "the conditions page lists no reason, and does not say that every reason is set"
+        );
+        let mut setters = code.clone();
+        sources(&repo("crates/contract/src"), &mut setters);
+        every_reason_is_used(&setters, &constants);
+    }
     for reason in reasons {
         unused(&code, &constants, "reasons", "reasons", reason);
     }
