@@ -476,6 +476,24 @@ async fn copy_state(client: &kube::Client, ns: &str, from: &str, suffix: &str) {
     secrets.create(&PostParams::default(), &s).await.unwrap();
 }
 
+/// What an earlier pass's Observe does while the object has no state: it reads "no state" and
+/// keeps it while the cached state Secrets keep their versions.
+async fn remember_no_state(
+    client: &kube::Client,
+    passes: &Passes,
+    ns: &str,
+    suffix: &str,
+    uid: &str,
+) {
+    let none = manager::state::observe(client, &passes.ctx.caches, ns, suffix, uid, false)
+        .await
+        .unwrap();
+    assert!(
+        matches!(none.reading, manager::state::StateReading::NotFound),
+        "no state yet"
+    );
+}
+
 /// H1: a deletion that finds no state drops the finalizer only once the API server agrees. A
 /// machine deleted while its first apply ran has a state that apply wrote; a Secret cache that
 /// lags (here: frozen before the state was written) shows none. The pass checks against the API
@@ -513,13 +531,7 @@ async fn a_deletion_resting_on_no_state_checks_the_api_server_first() {
         .as_str()
         .unwrap()
         .to_owned();
-    let none = manager::state::observe(&client, &passes.ctx.caches, &ns, &suffix, &uid, false)
-        .await
-        .unwrap();
-    assert!(
-        matches!(none.reading, manager::state::StateReading::NotFound),
-        "no state before the copy"
-    );
+    remember_no_state(&client, &passes, &ns, &suffix, &uid).await;
     copy_state(&client, &ns, "donor", &suffix).await;
     delete(&client, &ns, TC, "TerraformMachine", "m").await;
     passes
@@ -577,13 +589,7 @@ async fn a_first_job_starts_only_over_the_state_the_api_server_has() {
     // An earlier pass read "no state" (Observe keeps what it decoded while the cached state
     // Secrets keep their versions): only then does the lagging cache hide the state below.
     let uid = tcs.get("second").await.unwrap().metadata.uid.unwrap();
-    let none = manager::state::observe(&client, &passes.ctx.caches, &ns, &suffix, &uid, false)
-        .await
-        .unwrap();
-    assert!(
-        matches!(none.reading, manager::state::StateReading::NotFound),
-        "no state before the copy"
-    );
+    remember_no_state(&client, &passes, &ns, &suffix, &uid).await;
     copy_state(&client, &ns, "donor", &suffix).await;
     passes
         .pass(target(&client, &ns, "TerraformCluster", "second").await)
