@@ -506,22 +506,27 @@ fn constant(constants: &str, module: &str, value: &str) -> Option<String> {
     })
 }
 
+/// The `(IDENT, value)` string constants of `pub mod {module}` in crates/api/src/constants.rs,
+/// up to `end`.
+fn declared<'a>(constants: &'a str, module: &str, end: &str) -> Vec<(&'a str, &'a str)> {
+    let body = constants
+        .split(&format!("pub mod {module} {{"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("api::constants has no {module} module"));
+    let body = &body[..body.find(end).unwrap_or(body.len())];
+    body.lines()
+        .filter_map(|l| {
+            let l = l.trim().strip_prefix("pub const ")?;
+            let (ident, rest) = l.split_once(':')?;
+            Some((ident.trim(), rest.split('"').nth(1)?))
+        })
+        .collect()
+}
+
 /// Asserts that every constant of `api::constants::reasons` is named (`reasons::IDENT`) or
 /// spelled quoted by one of `code`'s sources.
 fn every_reason_is_used(code: &[(PathBuf, String)], constants: &str) {
-    let body = constants
-        .split("pub mod reasons {")
-        .nth(1)
-        .expect("api::constants::reasons");
-    let body = &body[..body.find("\n}\n").unwrap_or(body.len())];
-    let consts: Vec<(&str, &str)> = body
-        .lines()
-        .filter_map(|l| {
-            let l = l.trim().strip_prefix("pub const ")?;
-            let (ident, rest) = l.split_once(": &str = \"")?;
-            Some((ident, rest.strip_suffix("\";")?))
-        })
-        .collect();
+    let consts = declared(constants, "reasons", "\n}\n");
     assert!(consts.len() > 50, "{} reasons read", consts.len());
     for (ident, value) in consts {
         let named = format!("reasons::{ident}");
@@ -589,19 +594,7 @@ fn reasons_defined_but_not_set_and_events_not_emitted_are_used_nowhere() {
     }
     // The other way: a manager event reason no product source uses must be listed as not
     // emitted yet.
-    let body = constants
-        .split("pub mod events {")
-        .nth(1)
-        .expect("api::constants has an events module");
-    let body = &body[..body.find("pub mod runner").unwrap_or(body.len())];
-    let declared: Vec<(&str, &str)> = body
-        .lines()
-        .filter_map(|l| {
-            let l = l.trim().strip_prefix("pub const ")?;
-            let (ident, rest) = l.split_once(':')?;
-            Some((ident.trim(), rest.split('"').nth(1)?))
-        })
-        .collect();
+    let declared = declared(&constants, "events", "pub mod runner");
     assert!(declared.len() >= 20, "events: {declared:?}");
     for (ident, value) in declared {
         let used = code.iter().any(|(_, text)| {

@@ -67,25 +67,24 @@ pub async fn pod_report(
     if let Some(report) = cached.as_ref().and_then(|p| report_of(p, true)) {
         return Ok(report);
     }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let lp = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}"));
-    Ok(newest(pods.list(&lp).await?.items)
+    Ok(newest(list_job_pods(client, ns, job).await?)
         .and_then(|p| report_of(&p, false))
         .unwrap_or_default())
+}
+
+/// The pods of `job`, listed from the API server.
+async fn list_job_pods(client: &kube::Client, ns: &str, job: &str) -> kube::Result<Vec<Pod>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}"));
+    Ok(pods.list(&lp).await?.items)
 }
 
 /// Whether the module's container of a pod of `job` ever started, read from the API server: a
 /// deletion deletes an active Job whose module never started only once the API server agrees
 /// (the pod cache may lag the kubelet, and a module that runs may be writing state).
 pub async fn module_ever_started(client: &kube::Client, ns: &str, job: &str) -> kube::Result<bool> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let lp = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}"));
-    Ok(pods
-        .list(&lp)
-        .await?
-        .items
-        .iter()
-        .any(|p| !pod_progress(p).0))
+    let pods = list_job_pods(client, ns, job).await?;
+    Ok(pods.iter().any(|p| !pod_progress(p).0))
 }
 
 /// What one pod reports; `None` when `terminated_only` and its `source` container has not
