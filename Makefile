@@ -1,7 +1,10 @@
 # CAPTF entry points. `make test` is what CI runs (.ci/run).
 #
 # Test binaries (kube-apiserver, etcd, tofu, ...) are built once into $(CAPTF_TESTBIN), outside the
-# clone, and reused by every clone. Rust build output stays per checkout (Cargo's own target/):
+# clone, and reused by every clone. Everything Rust builds for one target with one set of flags
+# (.cargo/config.toml: static glibc), into target/$(RUNNER_TARGET)/<profile>/, so each dependency
+# is compiled once for the static binaries and the tests alike. Rust build output stays per
+# checkout (Cargo's own target/):
 # test binaries bake their checkout's paths in, so a target directory shared between clones could
 # run one clone's tests against another clone's files.
 
@@ -12,9 +15,12 @@ CAPTF_CACHE ?= $(HOME)/.cache/captf
 export CARGO_TARGET_DIR ?= $(CURDIR)/target
 export CAPTF_TESTBIN ?= $(CAPTF_CACHE)/testbin
 CARGO ?= cargo
-# The runner runs inside arbitrary module images: it is built static for this target.
+# The runner runs inside arbitrary module images: it is built static for this target. It is the
+# workspace's default target (.cargo/config.toml, with the same flags): `--target` and STATIC only
+# say so where a static binary is the point.
 RUNNER_TARGET := x86_64-unknown-linux-gnu
 STATIC := RUSTFLAGS='-C target-feature=+crt-static'
+BIN_DIR := $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)
 # Integration tests run the static runner (debug build) inside real Job pods.
 export CAPTF_RUNNER_BIN ?= $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/debug/runner
 
@@ -27,7 +33,7 @@ help: ## List the targets.
 
 quickstart: testbin runner-static-dev ## The book's Quick Start with Cluster API's real controllers, then the delete (KEEP=1 keeps it running).
 	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv -p captf-e2e --bins
-	$(CARGO_TARGET_DIR)/debug/quickstart
+	$(BIN_DIR)/debug/quickstart
 
 # two-clones runs last, after unit, even under -j: it lends this checkout's target/ to its clones.
 test: fmt-check clippy docs-check unit ## Everything CI checks: formatting, clippy -D warnings, docs links, all tests, then the Quick Start from two clones.
@@ -51,8 +57,8 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
-unit: testbin runner-static-dev testenv-deps pre-commit-tool ## All tests of the workspace (integration tests need the test binaries, a static runner, iproute2 and pre-commit).
-	$(CARGO) test --workspace --locked --no-fail-fast
+unit: testbin runner-static-dev testenv-deps pre-commit-tool ## All tests of the workspace (integration tests need the test binaries, a static runner, iproute2 and pre-commit), in two lanes at once (hack/test-lanes.sh).
+	CARGO='$(CARGO)' hack/test-lanes.sh
 
 # `make test` runs the same harness with 5 cycles (its default) as part of `unit`.
 # Five namespaces side by side: 50 cycles take about 10 minutes on two cores.
@@ -82,7 +88,7 @@ SCALE_ADOPTED ?= 100,300,1000
 SCALE_APPLIED ?= 100,300
 scale: testbin runner-static-dev testenv-deps ## The scale harness: fleets of TerraformMachines adopted (SCALE_ADOPTED=100,300,1000) and applied (SCALE_APPLIED=100,300) on one manager next to Cluster API's core manager; memory, CPU, API requests by verb, time to Ready, queue latency, then one table.
 	$(CARGO) build --release --locked -p manager -p webhook -p captf-testenv -p captf-e2e --bins
-	CAPTF_SCALE_ADOPTED='$(SCALE_ADOPTED)' CAPTF_SCALE_APPLIED='$(SCALE_APPLIED)' $(CARGO_TARGET_DIR)/release/scale
+	CAPTF_SCALE_ADOPTED='$(SCALE_ADOPTED)' CAPTF_SCALE_APPLIED='$(SCALE_APPLIED)' $(BIN_DIR)/release/scale
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
 	$(CARGO) run --locked -q -p captf-api --bin crdgen -- .

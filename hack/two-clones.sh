@@ -35,7 +35,7 @@ for clone in one two; do
   fi
   start=$SECONDS
   # Nothing of this checkout's environment may steer the clone's build or run.
-  (cd "$dir" && env -u CARGO_TARGET_DIR -u CAPTF_REPO_ROOT -u CAPTF_RUNNER_BIN make quickstart) 2>&1 |
+  (cd "$dir" && env -u CARGO_TARGET_DIR -u CAPTF_REPO_ROOT -u CAPTF_RUNNER_BIN CARGO_INCREMENTAL=0 make quickstart) 2>&1 |
     tee "$WORK/$clone.log"
   if ! grep -q "checkout: $dir\$" "$WORK/$clone.log"; then
     echo "two-clones: the Quick Start in $dir did not run from its own checkout" >&2

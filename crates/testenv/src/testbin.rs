@@ -218,17 +218,23 @@ pub fn static_runner() -> Option<PathBuf> {
         vec![PathBuf::from(p)]
     } else {
         let exe = std::env::current_exe().ok()?;
-        // <target>/debug/deps/<test>-<hash>
-        let target = exe.parent()?.parent()?.parent()?.to_path_buf();
-        ["release", "debug"]
-            .iter()
-            .map(|p| {
-                target
-                    .join("x86_64-unknown-linux-gnu")
-                    .join(p)
-                    .join("runner")
-            })
-            .collect()
+        // <target>/x86_64-unknown-linux-gnu/<profile>/deps/<test>-<hash> (the workspace's
+        // default target, .cargo/config.toml), or <target>/<profile>/deps/... in a host build.
+        let profile = exe.parent()?.parent()?;
+        let triple = profile.parent()?;
+        let mut dirs = vec![triple.to_path_buf()];
+        if let Some(target) = triple.parent() {
+            dirs.push(target.join("x86_64-unknown-linux-gnu"));
+        }
+        let mut candidates = vec![profile.join("runner")];
+        for dir in dirs {
+            candidates.extend(
+                ["release", "debug"]
+                    .iter()
+                    .map(|p| dir.join(p).join("runner")),
+            );
+        }
+        candidates
     };
     let required = std::env::var_os("CAPTF_RUNNER_BIN").is_some();
     let found = candidates.into_iter().find(|p| is_static(p));
