@@ -5,8 +5,10 @@
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use manager::runtime::context::{Context, Settings};
+use manager::runtime::flags::{self, VersionFlag};
 use manager::runtime::leader::{Election, Led, Timing};
 use manager::runtime::metrics::Metrics;
 
@@ -52,7 +54,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 #[derive(Debug, Parser)]
 #[command(
     name = "manager",
-    version,
+    disable_version_flag = true,
     about = "The CAPTF manager: reconciles TerraformCluster, TerraformMachine and TerraformClusterIdentity"
 )]
 #[allow(clippy::struct_excessive_bools)]
@@ -98,12 +100,16 @@ struct Cli {
     /// Parallel TerraformMachinePool reconciles.
     #[arg(long, default_value_t = 10)]
     terraformmachinepool_concurrency: u16,
-    /// Reconcile only while holding the leader Lease.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    /// Reconcile only while holding the leader Lease (the shipped Deployment turns it on).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     leader_elect: bool,
     /// Namespace of the leader Lease; defaults to $POD_NAMESPACE, else captf-system.
     #[arg(long, env = "POD_NAMESPACE", default_value = "captf-system")]
     leader_elect_namespace: String,
+    /// The Cluster API Operator's name of the Lease; CAPTF's is fixed
+    /// (controller-leader-election-captf): another value is ignored with a warning.
+    #[arg(long)]
+    leader_election_id: Option<String>,
     /// Leader Lease duration.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     leader_elect_lease_duration: Duration,
@@ -137,6 +143,126 @@ struct Cli {
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     logging_format: String,
+    /// Per-module verbosity: module=N entries, comma separated (reconcile=4,state::backups=5).
+    #[arg(long, default_value = "", value_parser = flags::parse_vmodule_flag)]
+    vmodule: flags::Vmodule,
+    /// Feature gates Gate=true|false, comma separated (component-base's; unknown gates are
+    /// ignored with a warning).
+    #[arg(long, default_value = "", value_parser = flags::parse_feature_gates)]
+    feature_gates: flags::FeatureGates,
+    /// Maximum time between log flushes (accepted; every line is written at once).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    log_flush_frequency: Duration,
+    /// JSON info-stream buffer size (accepted; lines are not buffered).
+    #[arg(long, default_value = "0")]
+    log_json_info_buffer_size: String,
+    /// Split JSON errors and info onto stderr and stdout (accepted; every line goes to stderr).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    log_json_split_stream: bool,
+    /// Text info-stream buffer size (accepted; lines are not buffered).
+    #[arg(long, default_value = "0")]
+    log_text_info_buffer_size: String,
+    /// Split text errors and info onto stderr and stdout (accepted; every line goes to stderr).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    log_text_split_stream: bool,
+    /// Address of a plain-HTTP, unauthenticated /debug/pprof/ endpoint; empty serves none.
+    #[arg(long, default_value = "")]
+    profiler_address: String,
+    /// The Cluster API Operator's name of --diagnostics-address (used when that is not given).
+    #[arg(long)]
+    metrics_bind_addr: Option<String>,
+    /// The Cluster API Operator's concurrency: the default of the four per-kind concurrency
+    /// flags.
+    #[arg(long)]
+    max_concurrent_reconciles: Option<u16>,
+    /// Passed by the Cluster API Operator; the manager serves no webhook (the webhook
+    /// Deployment does): ignored with a warning.
+    #[arg(long)]
+    webhook_port: Option<u16>,
+    /// Passed by the Cluster API Operator; ignored with a warning, as --webhook-port.
+    #[arg(long)]
+    webhook_cert_dir: Option<String>,
+    /// Print the version and exit; --version=raw prints the whole version record.
+    #[arg(long = "version", value_name = "raw", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = flags::parse_version_flag)]
+    print_version: Option<VersionFlag>,
+}
+
+/// The lines to log once logging is set up: what the command line asked that this manager
+/// ignores or maps to its own flags.
+fn reconcile_operator_flags(cli: &mut Cli, matches: &clap::ArgMatches) -> Vec<String> {
+    let defaulted = |id: &str| matches.value_source(id) != Some(ValueSource::CommandLine);
+    let mut notes = Vec::new();
+    if let Some(addr) = cli.metrics_bind_addr.clone() {
+        if defaulted("diagnostics_address") {
+            cli.diagnostics_address = addr;
+        } else {
+            notes.push(format!(
+                "--metrics-bind-addr={addr} ignored: --diagnostics-address is given"
+            ));
+        }
+    }
+    if let Some(n) = cli.max_concurrent_reconciles {
+        for (id, field) in [
+            (
+                "terraformcluster_concurrency",
+                &mut cli.terraformcluster_concurrency,
+            ),
+            (
+                "terraformmachine_concurrency",
+                &mut cli.terraformmachine_concurrency,
+            ),
+            (
+                "terraformmachinetemplate_concurrency",
+                &mut cli.terraformmachinetemplate_concurrency,
+            ),
+            (
+                "terraformmachinepool_concurrency",
+                &mut cli.terraformmachinepool_concurrency,
+            ),
+        ] {
+            if defaulted(id) {
+                *field = n;
+            }
+        }
+    }
+    if let Some(id) = &cli.leader_election_id
+        && id != manager::runtime::leader::LEASE_NAME
+    {
+        notes.push(format!(
+            "--leader-election-id={id} ignored: the leader Lease is always {}",
+            manager::runtime::leader::LEASE_NAME
+        ));
+    }
+    if let Some(port) = cli.webhook_port {
+        notes.push(format!(
+            "--webhook-port={port} ignored: the manager serves no webhook (the webhook Deployment does)"
+        ));
+    }
+    if let Some(dir) = &cli.webhook_cert_dir {
+        notes.push(format!(
+            "--webhook-cert-dir={dir} ignored: the manager serves no webhook (the webhook Deployment does)"
+        ));
+    }
+    if !cli.feature_gates.unknown.is_empty() {
+        notes.push(format!(
+            "--feature-gates: {} ignored: not a gate of this manager (it knows {})",
+            cli.feature_gates.unknown.join(", "),
+            flags::KNOWN_GATES.join(", ")
+        ));
+    }
+    notes
+}
+
+/// Parses the command line (flag names with underscores too) and maps the Cluster API
+/// Operator's flags onto ours; the notes are logged once logging is set up.
+fn parse_cli<I: IntoIterator<Item = std::ffi::OsString>>(
+    args: I,
+) -> Result<(Cli, Vec<String>), clap::Error> {
+    let matches = Cli::command().try_get_matches_from(flags::dashes_for_underscores(args))?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    let notes = reconcile_operator_flags(&mut cli, &matches);
+    Ok((cli, notes))
 }
 
 #[derive(Debug, Subcommand)]
@@ -145,9 +271,22 @@ enum Command {
     Version,
 }
 
-/// The log filter of a verbosity (`-v`, and `PUT /debug/flags/v` at run time).
+/// `--vmodule`'s directives, set once at start-up: every filter [`log_filter`] makes ends with
+/// them, at start and after `PUT /debug/flags/v`.
+static VMODULE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The log filter of a verbosity (`-v`, and `PUT /debug/flags/v` at run time), then `--vmodule`.
 fn log_filter(verbosity: u8) -> tracing_subscriber::EnvFilter {
-    tracing_subscriber::EnvFilter::new(match verbosity {
+    let base = verbosity_directives(verbosity);
+    match VMODULE.get().filter(|d| !d.is_empty()) {
+        Some(modules) => tracing_subscriber::EnvFilter::new(format!("{base},{modules}")),
+        None => tracing_subscriber::EnvFilter::new(base),
+    }
+}
+
+/// The filter directives of a verbosity.
+fn verbosity_directives(verbosity: u8) -> &'static str {
+    match verbosity {
         0 => "warn",
         1 => "info,manager=info",
         2 => "info",
@@ -155,10 +294,11 @@ fn log_filter(verbosity: u8) -> tracing_subscriber::EnvFilter {
         3 => "debug,captf::writes=info",
         4 => "debug",
         _ => "trace",
-    })
+    }
 }
 
 fn init_logging(cli: &Cli) -> anyhow::Result<()> {
+    let _ = VMODULE.set(flags::vmodule_directives(&cli.vmodule.0));
     serving::debug::init_logging(
         &cli.logging_format,
         cli.verbosity,
@@ -182,12 +322,22 @@ async fn client(kubeconfig: Option<&str>) -> anyhow::Result<kube::Client> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    if let Some(Command::Version) = cli.command {
-        println!("manager {}", env!("CARGO_PKG_VERSION"));
-        return Ok(());
+    let (cli, notes) = parse_cli(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    match (cli.print_version, &cli.command) {
+        (Some(VersionFlag::Raw), _) => {
+            print!("{}", flags::version_record(env!("CARGO_PKG_VERSION")));
+            return Ok(());
+        }
+        (Some(VersionFlag::Short), _) | (_, Some(Command::Version)) => {
+            println!("{}", flags::version_line(env!("CARGO_PKG_VERSION")));
+            return Ok(());
+        }
+        _ => {}
     }
     init_logging(&cli)?;
+    for note in notes {
+        tracing::warn!("{note}");
+    }
     if cli.runner_image.is_empty() {
         bail!(
             "--runner-image is empty and $CAPTF_MANAGER_IMAGE is unset: the Jobs' init container needs an image holding /runner"
@@ -220,6 +370,7 @@ async fn main() -> anyhow::Result<()> {
         tls_min_version: cli.tls_min_version.clone(),
         cipher_suites: cli.tls_cipher_suites.clone(),
         curve_preferences: cli.tls_curve_preferences.clone(),
+        profiler_addr: cli.profiler_address.clone(),
     };
     let servers = manager::runtime::diagnostics::serve(
         diag,
@@ -287,7 +438,8 @@ mod tests {
     #[test]
     fn flags_parse_with_defaults() {
         let cli = Cli::try_parse_from(["manager", "--runner-image=r:1"]).unwrap();
-        assert!(cli.leader_elect);
+        // Off unless asked, as the reference says; the shipped Deployment asks.
+        assert!(!cli.leader_elect);
         assert!(cli.cluster_operation_gate);
         assert_eq!(cli.sync_period, Duration::from_secs(600));
         let cli = Cli::try_parse_from(["manager", "--leader-elect=false"]).unwrap();
@@ -296,6 +448,108 @@ mod tests {
         let cli =
             Cli::try_parse_from(["manager", "--leader-elect", "--insecure-diagnostics"]).unwrap();
         assert!(cli.leader_elect && cli.insecure_diagnostics);
+    }
+
+    fn parsed(args: &[&str]) -> (Cli, Vec<String>) {
+        parse_cli(args.iter().map(std::ffi::OsString::from)).unwrap()
+    }
+
+    /// The flags the Cluster API Operator passes to every provider's manager start it: mapped
+    /// onto ours where they mean the same, else ignored with a note naming the flag.
+    #[test]
+    fn the_operators_flags_are_mapped_or_ignored_with_a_note() {
+        let (cli, notes) = parsed(&[
+            "manager",
+            "--metrics-bind-addr=:8080",
+            "--leader-election-id=captf-operator",
+            "--max-concurrent-reconciles=3",
+            "--terraformmachine-concurrency=7",
+            "--webhook-port=9443",
+            "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs",
+            "--profiler-address=localhost:6060",
+            "--feature-gates=MachinePool=true,ClusterTopology=true,ContextualLogging=false",
+        ]);
+        assert_eq!(cli.diagnostics_address, ":8080");
+        assert_eq!(cli.terraformcluster_concurrency, 3);
+        assert_eq!(cli.terraformmachine_concurrency, 7, "given itself, it wins");
+        assert_eq!(cli.terraformmachinetemplate_concurrency, 3);
+        assert_eq!(cli.terraformmachinepool_concurrency, 3);
+        assert_eq!(cli.profiler_address, "localhost:6060");
+        let notes = notes.join("\n");
+        for flag in [
+            "--leader-election-id=captf-operator",
+            "--webhook-port=9443",
+            "--webhook-cert-dir=",
+            "MachinePool, ClusterTopology",
+        ] {
+            assert!(notes.contains(flag), "no note on {flag}: {notes}");
+        }
+        assert!(!notes.contains("ContextualLogging ignored"), "{notes}");
+
+        // --diagnostics-address given itself wins over the Operator's name for it.
+        let (cli, notes) = parsed(&[
+            "manager",
+            "--diagnostics-address=:9000",
+            "--metrics_bind_addr=:8080",
+        ]);
+        assert_eq!(cli.diagnostics_address, ":9000");
+        assert!(
+            notes[0].contains("--diagnostics-address is given"),
+            "{notes:?}"
+        );
+        // The Lease name itself is no note.
+        let (_, notes) = parsed(&[
+            "manager",
+            "--leader-election-id=controller-leader-election-captf",
+        ]);
+        assert!(notes.is_empty(), "{notes:?}");
+    }
+
+    /// component-base's flag forms: underscores in names, logging flags, `--version=raw`.
+    #[test]
+    fn component_base_flags_are_accepted() {
+        let (cli, _) = parsed(&[
+            "manager",
+            "--leader_elect",
+            "--log_flush_frequency=10s",
+            "--log-json-info-buffer-size=1Mi",
+            "--log-json-split-stream",
+            "--log-text-info-buffer-size=0",
+            "--log-text-split-stream=false",
+            "--vmodule=reconcile=4",
+            "--version=raw",
+        ]);
+        assert!(cli.leader_elect);
+        assert_eq!(cli.log_flush_frequency, Duration::from_secs(10));
+        assert!(cli.log_json_split_stream && !cli.log_text_split_stream);
+        assert_eq!(cli.vmodule.0.len(), 1);
+        assert_eq!(cli.print_version, Some(VersionFlag::Raw));
+        let (cli, _) = parsed(&["manager", "--version"]);
+        assert_eq!(cli.print_version, Some(VersionFlag::Short));
+        for bad in [
+            &["manager", "--vmodule=recon*=4"][..],
+            &["manager", "--feature-gates=MachinePool"],
+            &["manager", "--version=json"],
+        ] {
+            let err = parse_cli(bad.iter().map(std::ffi::OsString::from)).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{bad:?}: {err}"
+            );
+        }
+    }
+
+    /// `--vmodule` raises one module's verbosity and keeps it over a run-time `-v` change.
+    #[test]
+    fn vmodule_raises_one_module() {
+        use tracing_subscriber::prelude::*;
+        let _ = VMODULE.set("manager::state=trace".to_owned());
+        let subscriber = tracing_subscriber::registry().with(log_filter(2));
+        tracing::subscriber::with_default(subscriber, || {
+            assert!(tracing::enabled!(target: "manager::state::backups", tracing::Level::TRACE));
+            assert!(!tracing::enabled!(target: "manager::reconcile", tracing::Level::DEBUG));
+        });
     }
 
     /// Whether a debug line of the planned-writes log passes the filter of verbosity `v`.

@@ -232,6 +232,19 @@ pub fn debug_router(auth: &DiagnosticsAuth) -> Router {
         )
 }
 
+/// The profiles alone, for anyone: the manager's `--profiler-address` (plain HTTP, meant for a
+/// loopback address or a port-forward). No log-level endpoint: changing what a process logs
+/// stays behind authentication.
+pub fn pprof_router() -> Router {
+    Router::new()
+        .route("/debug/pprof/", get(|| async { index() }))
+        .route(
+            "/debug/pprof/profile",
+            get(|query: RawQuery| cpu_profile(query.0)),
+        )
+        .route("/debug/pprof/heap", get(heap_profile))
+}
+
 type Handled = std::pin::Pin<Box<dyn Future<Output = Response> + Send>>;
 
 fn index() -> Response {

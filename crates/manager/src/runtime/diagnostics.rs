@@ -60,6 +60,9 @@ pub struct DiagnosticsSettings {
     pub cipher_suites: Vec<String>,
     /// `--tls-curve-preferences`: allowed key-exchange groups by Go CurveID (empty: all).
     pub curve_preferences: Vec<u16>,
+    /// `--profiler-address`: `/debug/pprof/` over plain HTTP without authentication (empty or
+    /// `0`: none).
+    pub profiler_addr: String,
 }
 
 impl Default for DiagnosticsSettings {
@@ -69,6 +72,7 @@ impl Default for DiagnosticsSettings {
             health_addr: ":9440".to_owned(),
             diagnostics_addr: ":8443".to_owned(),
             insecure: false,
+            profiler_addr: String::new(),
             tls_min_version: "VersionTLS12".to_owned(),
             cipher_suites: Vec::new(),
             curve_preferences: Vec::new(),
@@ -86,6 +90,19 @@ impl DiagnosticsSettings {
     pub fn diagnostics_listen(&self) -> anyhow::Result<Listen> {
         parse_listen(&self.diagnostics_addr)
             .map_err(|e| anyhow::anyhow!("--diagnostics-address: {e}"))
+    }
+
+    /// The profiler listener's address, or off (`localhost:PORT` is the loopback address).
+    pub fn profiler_listen(&self) -> anyhow::Result<Listen> {
+        let addr = self.profiler_addr.trim();
+        if addr.is_empty() {
+            return Ok(Listen::Off);
+        }
+        let addr = match addr.strip_prefix("localhost:") {
+            Some(port) => format!("127.0.0.1:{port}"),
+            None => addr.to_owned(),
+        };
+        parse_listen(&addr).map_err(|e| anyhow::anyhow!("--profiler-address: {e}"))
     }
 
     /// The TLS policy of the HTTPS listener; an unknown version, cipher suite or curve is an
@@ -148,6 +165,8 @@ pub struct DiagnosticsListeners {
     pub health: Option<TcpListener>,
     /// The diagnostics listener, unless turned off.
     pub diagnostics: Option<TcpListener>,
+    /// The profiler listener, when asked for.
+    pub profiler: Option<TcpListener>,
 }
 
 impl DiagnosticsListeners {
@@ -162,6 +181,7 @@ impl DiagnosticsListeners {
         Ok(Self {
             health: optional(settings.health_listen()?, "health")?,
             diagnostics: optional(settings.diagnostics_listen()?, "diagnostics")?,
+            profiler: optional(settings.profiler_listen()?, "profiler")?,
         })
     }
 
@@ -173,6 +193,11 @@ impl DiagnosticsListeners {
     /// The diagnostics listener's address.
     pub fn diagnostics_addr(&self) -> Option<SocketAddr> {
         self.diagnostics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The profiler listener's address.
+    pub fn profiler_addr(&self) -> Option<SocketAddr> {
+        self.profiler.as_ref().and_then(|l| l.local_addr().ok())
     }
 }
 
@@ -291,6 +316,12 @@ pub async fn serve_on(
             let router = shared::diagnostics_router(encode, DiagnosticsAuth::Kubernetes(client));
             servers.spawn("diagnostics", l, router, Some(tls))?;
         }
+    }
+    if let Some(l) = listeners.profiler {
+        tracing::warn!(
+            "serving /debug/pprof/ over plain HTTP without authentication (--profiler-address)"
+        );
+        servers.spawn("profiler", l, shared::debug::pprof_router(), None)?;
     }
     let result = servers
         .run(
@@ -635,6 +666,52 @@ mod tests {
         assert!(err.to_string().contains("only one of"), "{err}");
     }
 
+    /// `--profiler-address` serves the profiles to anyone, and nothing else.
+    #[tokio::test]
+    async fn the_profiler_address_serves_the_profiles_without_authentication() {
+        let settings = DiagnosticsSettings {
+            health_addr: "0".to_owned(),
+            diagnostics_addr: "0".to_owned(),
+            profiler_addr: "localhost:0".to_owned(),
+            ..DiagnosticsSettings::default()
+        };
+        let listeners = DiagnosticsListeners::bind(&settings).unwrap();
+        let addr = listeners.profiler_addr().unwrap();
+        assert!(addr.ip().is_loopback(), "{addr}");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve_without_client(listeners, settings, async move {
+            let _ = stopped.await;
+        }));
+        let get = |path: &str| {
+            let path = path.to_owned();
+            async move {
+                use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+                let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+                let request =
+                    format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                stream.write_all(request.as_bytes()).await.unwrap();
+                let mut answer = String::new();
+                stream.read_to_string(&mut answer).await.unwrap();
+                answer
+            }
+        };
+        let index = get("/debug/pprof/").await;
+        assert!(index.starts_with("HTTP/1.1 200"), "{index}");
+        assert!(index.contains("/debug/pprof/profile"), "{index}");
+        let flags = get("/debug/flags/v").await;
+        assert!(flags.starts_with("HTTP/1.1 404"), "{flags}");
+        let metrics = get("/metrics").await;
+        assert!(metrics.starts_with("HTTP/1.1 404"), "{metrics}");
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+        let bad = DiagnosticsSettings {
+            profiler_addr: "nowhere".to_owned(),
+            ..DiagnosticsSettings::default()
+        };
+        let err = bad.profiler_listen().unwrap_err().to_string();
+        assert!(err.starts_with("--profiler-address:"), "{err}");
+    }
+
     #[tokio::test]
     async fn turned_off_listeners_are_not_bound() {
         let settings = DiagnosticsSettings {
@@ -644,6 +721,17 @@ mod tests {
         };
         let listeners = DiagnosticsListeners::bind(&settings).unwrap();
         assert!(listeners.health_addr().is_none() && listeners.diagnostics_addr().is_none());
+        serve_without_client(listeners, settings, async {})
+            .await
+            .unwrap();
+    }
+
+    /// [`serve_on`] with fresh metrics and readiness and no API server client.
+    async fn serve_without_client(
+        listeners: DiagnosticsListeners,
+        settings: DiagnosticsSettings,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
         serve_on(
             listeners,
             settings,
@@ -651,9 +739,8 @@ mod tests {
             Metrics::new(),
             Readiness::default(),
             None,
-            async {},
+            shutdown,
         )
         .await
-        .unwrap();
     }
 }
