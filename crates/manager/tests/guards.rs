@@ -571,6 +571,43 @@ async fn a_machine_created_while_the_cluster_waits_for_the_gate_does_not_start()
     );
 }
 
+/// Each Job's name with how it ended, for a failure message: its conditions and CAPTF's
+/// annotations on it (`captf.io/interrupted`, …).
+fn job_outcomes(jobs: &[Job]) -> Vec<String> {
+    jobs.iter()
+        .map(|j| {
+            let conditions: Vec<String> = j
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| {
+                    format!(
+                        "{}={} {} {}",
+                        c.type_,
+                        c.status,
+                        c.reason.unwrap_or_default(),
+                        c.message.unwrap_or_default()
+                    )
+                })
+                .collect();
+            let annotations: Vec<String> = j
+                .metadata
+                .annotations
+                .iter()
+                .flatten()
+                .filter(|(k, _)| k.starts_with("captf.io/"))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            format!(
+                "{}: {conditions:?} {annotations:?}",
+                j.metadata.name.clone().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
 /// Two managers without leader election over twenty machines: one Job per operation, and no
 /// condition that reverts (a `Ready` that went True stays True, `provisioned` stays true).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -634,14 +671,7 @@ async fn two_managers_without_leader_election_over_twenty_machines() {
     for name in &names {
         let jobs = jobs_of(&client, &ns, name).await;
         let applies = op_jobs(&jobs, "apply");
-        assert_eq!(
-            applies.len(),
-            1,
-            "{name}: {:?}",
-            jobs.iter()
-                .map(|j| j.metadata.name.clone())
-                .collect::<Vec<_>>()
-        );
+        assert_eq!(applies.len(), 1, "{name}: {:?}", job_outcomes(&jobs));
         let history: Vec<(String, bool)> = seen
             .lock()
             .unwrap()
