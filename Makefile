@@ -22,7 +22,7 @@ RUNNER_TARGET := x86_64-unknown-linux-gnu
 STATIC := RUSTFLAGS='-C target-feature=+crt-static'
 BIN_DIR := $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)
 # Integration tests run the static runner (debug build) inside real Job pods.
-export CAPTF_RUNNER_BIN ?= $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/debug/runner
+export CAPTF_RUNNER_BIN ?= $(BIN_DIR)/debug/runner
 
 .PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit chaos fuzz bench scale crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
@@ -150,7 +150,7 @@ RUNNER_IMG ?= $(call image_repo,$(IMG))-runner:$(call image_tag,$(IMG))
 # Cargo profile of the image binaries (`dev` for quick local images; its output dir is debug/).
 IMAGE_PROFILE ?= release
 IMAGE_PROFILE_DIR = $(if $(filter dev,$(IMAGE_PROFILE)),debug,$(IMAGE_PROFILE))
-IMAGE_BIN_DIR = $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/$(IMAGE_PROFILE_DIR)
+IMAGE_BIN_DIR = $(BIN_DIR)/$(IMAGE_PROFILE_DIR)
 IMAGE_CONTEXT = $(CARGO_TARGET_DIR)/image-context
 CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
 STRIP ?= strip

@@ -234,15 +234,16 @@ fn reconcile_operator_flags(cli: &mut Cli, matches: &clap::ArgMatches) -> Vec<St
             manager::runtime::leader::LEASE_NAME
         ));
     }
-    if let Some(port) = cli.webhook_port {
-        notes.push(format!(
-            "--webhook-port={port} ignored: the manager serves no webhook (the webhook Deployment does)"
-        ));
-    }
-    if let Some(dir) = &cli.webhook_cert_dir {
-        notes.push(format!(
-            "--webhook-cert-dir={dir} ignored: the manager serves no webhook (the webhook Deployment does)"
-        ));
+    let webhook_flags = [
+        ("webhook-port", cli.webhook_port.map(|p| p.to_string())),
+        ("webhook-cert-dir", cli.webhook_cert_dir.clone()),
+    ];
+    for (flag, value) in webhook_flags {
+        if let Some(value) = value {
+            notes.push(format!(
+                "--{flag}={value} ignored: the manager serves no webhook (the webhook Deployment does)"
+            ));
+        }
     }
     if !cli.feature_gates.unknown.is_empty() {
         notes.push(format!(

@@ -196,53 +196,53 @@ where
     }))
 }
 
-/// The `/debug/...` router. Each request is [`authorize`]d for its path and verb first.
-pub fn debug_router(auth: &DiagnosticsAuth) -> Router {
-    let guarded = |handler: fn(Option<String>, Bytes) -> Handled| {
+/// `handler` behind [`authorize`]: each request is checked for its path and verb first.
+fn guarded(
+    auth: &DiagnosticsAuth,
+    handler: fn(Option<String>, Bytes) -> Handled,
+) -> impl Fn(Method, Uri, HeaderMap, RawQuery, Bytes) -> Handled + Clone + Send + Sync + 'static {
+    let auth = auth.clone();
+    move |method: Method, uri: Uri, headers: HeaderMap, query: RawQuery, body: Bytes| {
         let auth = auth.clone();
-        move |method: Method, uri: Uri, headers: HeaderMap, query: RawQuery, body: Bytes| {
-            let auth = auth.clone();
-            async move {
-                let verb = method.as_str().to_ascii_lowercase();
-                if let Err(status) = authorize(&auth, &headers, uri.path(), &verb).await {
-                    return status.into_response();
-                }
-                handler(query.0, body).await
+        Box::pin(async move {
+            let verb = method.as_str().to_ascii_lowercase();
+            if let Err(status) = authorize(&auth, &headers, uri.path(), &verb).await {
+                return status.into_response();
             }
-        }
-    };
+            handler(query.0, body).await
+        })
+    }
+}
+
+/// The `/debug/...` router: the profiles ([`pprof_router`]) and the log level. Each request is
+/// [`authorize`]d for its path and verb first.
+pub fn debug_router(auth: &DiagnosticsAuth) -> Router {
+    pprof_router(auth).route(
+        "/debug/flags/v",
+        get(guarded(auth, |_, _| Box::pin(async { verbosity() }))).put(guarded(auth, |_, body| {
+            Box::pin(async move { set_verbosity(&body) })
+        })),
+    )
+}
+
+/// The profiles alone, each request [`authorize`]d first. With [`DiagnosticsAuth::Open`] it is
+/// the manager's `--profiler-address` (plain HTTP, meant for a loopback address or a
+/// port-forward): no log-level endpoint there, since changing what a process logs stays behind
+/// authentication.
+pub fn pprof_router(auth: &DiagnosticsAuth) -> Router {
     Router::new()
         .route(
             "/debug/pprof/",
-            get(guarded(|_, _| Box::pin(async { index() }))),
+            get(guarded(auth, |_, _| Box::pin(async { index() }))),
         )
         .route(
             "/debug/pprof/profile",
-            get(guarded(|q, _| Box::pin(cpu_profile(q)))),
+            get(guarded(auth, |q, _| Box::pin(cpu_profile(q)))),
         )
         .route(
             "/debug/pprof/heap",
-            get(guarded(|_, _| Box::pin(heap_profile()))),
+            get(guarded(auth, |_, _| Box::pin(heap_profile()))),
         )
-        .route(
-            "/debug/flags/v",
-            get(guarded(|_, _| Box::pin(async { verbosity() }))).put(guarded(|_, body| {
-                Box::pin(async move { set_verbosity(&body) })
-            })),
-        )
-}
-
-/// The profiles alone, for anyone: the manager's `--profiler-address` (plain HTTP, meant for a
-/// loopback address or a port-forward). No log-level endpoint: changing what a process logs
-/// stays behind authentication.
-pub fn pprof_router() -> Router {
-    Router::new()
-        .route("/debug/pprof/", get(|| async { index() }))
-        .route(
-            "/debug/pprof/profile",
-            get(|query: RawQuery| cpu_profile(query.0)),
-        )
-        .route("/debug/pprof/heap", get(heap_profile))
 }
 
 type Handled = std::pin::Pin<Box<dyn Future<Output = Response> + Send>>;

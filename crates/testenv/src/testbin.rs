@@ -222,19 +222,17 @@ pub fn static_runner() -> Option<PathBuf> {
         // default target, .cargo/config.toml), or <target>/<profile>/deps/... in a host build.
         let profile = exe.parent()?.parent()?;
         let triple = profile.parent()?;
-        let mut dirs = vec![triple.to_path_buf()];
-        if let Some(target) = triple.parent() {
-            dirs.push(target.join("x86_64-unknown-linux-gnu"));
-        }
-        let mut candidates = vec![profile.join("runner")];
-        for dir in dirs {
-            candidates.extend(
-                ["release", "debug"]
-                    .iter()
-                    .map(|p| dir.join(p).join("runner")),
-            );
-        }
-        candidates
+        let dirs = [
+            Some(triple.to_path_buf()),
+            triple.parent().map(|t| t.join("x86_64-unknown-linux-gnu")),
+        ];
+        std::iter::once(profile.join("runner"))
+            .chain(
+                dirs.into_iter()
+                    .flatten()
+                    .flat_map(|d| ["release", "debug"].map(|p| d.join(p).join("runner"))),
+            )
+            .collect()
     };
     let required = std::env::var_os("CAPTF_RUNNER_BIN").is_some();
     let found = candidates.into_iter().find(|p| is_static(p));

@@ -321,7 +321,12 @@ pub async fn serve_on(
         tracing::warn!(
             "serving /debug/pprof/ over plain HTTP without authentication (--profiler-address)"
         );
-        servers.spawn("profiler", l, shared::debug::pprof_router(), None)?;
+        servers.spawn(
+            "profiler",
+            l,
+            shared::debug::pprof_router(&DiagnosticsAuth::Open),
+            None,
+        )?;
     }
     let result = servers
         .run(

@@ -142,14 +142,10 @@ pub fn parse_feature_gates(s: &str) -> Result<FeatureGates, String> {
             return Err(format!("entry {entry:?} is not Gate=true or Gate=false"));
         };
         let (name, value) = (name.trim(), value.trim());
-        let value = match value {
-            "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
-            "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
-            _ => {
-                return Err(format!(
-                    "entry {entry:?}: {value:?} is not a boolean (true or false)"
-                ));
-            }
+        let Some(value) = go_bool(value) else {
+            return Err(format!(
+                "entry {entry:?}: {value:?} is not a boolean (true or false)"
+            ));
         };
         if KNOWN_GATES.contains(&name) {
             gates.known.push((name.to_owned(), value));
@@ -173,11 +169,20 @@ pub enum VersionFlag {
 
 /// Parses the value of `--version` as component-base does: a boolean, or `raw`.
 pub fn parse_version_flag(s: &str) -> Result<VersionFlag, String> {
+    match (s, go_bool(s)) {
+        ("raw", _) => Ok(VersionFlag::Raw),
+        (_, Some(true)) => Ok(VersionFlag::Short),
+        (_, Some(false)) => Ok(VersionFlag::Off),
+        (other, None) => Err(format!("{other:?} is not true, false or raw")),
+    }
+}
+
+/// A boolean as Go's `strconv.ParseBool` reads it.
+fn go_bool(s: &str) -> Option<bool> {
     match s {
-        "raw" => Ok(VersionFlag::Raw),
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(VersionFlag::Short),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(VersionFlag::Off),
-        other => Err(format!("{other:?} is not true, false or raw")),
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
     }
 }
 
