@@ -361,15 +361,14 @@ async fn a_restarted_manager_picks_up_the_finished_job() {
     let tc = wait_ready(&client, &ns, "TerraformCluster", "again", "True", LONG).await;
     assert_eq!(tc["status"]["lastRun"]["job"], job.as_str());
     assert_eq!(tc["status"]["initialization"]["provisioned"], true);
-    let j = jobs_api.get(&job).await.unwrap();
-    assert_eq!(
-        j.metadata
-            .annotations
-            .unwrap()
-            .get("captf.io/bookkept")
-            .map(String::as_str),
-        Some("true")
-    );
+    // The Job is marked bookkept after the status write lands (the book's write order), so
+    // Ready can be seen a moment before the mark.
+    let bookkept = eventually(LONG, "the Job marked bookkept", || async {
+        let j = jobs_api.get(&job).await.ok()?;
+        j.metadata.annotations?.get("captf.io/bookkept").cloned()
+    })
+    .await;
+    assert_eq!(bookkept.as_str(), "true");
     assert!(
         get_json_opt(&client, &ns, "v1", "Secret", &format!("captf-run-{job}"))
             .await
