@@ -284,7 +284,7 @@ pub const CHECKS: &[Check] = &[
         INPUT_USER_VARIABLE_DEFAULT,
         WARNING,
         ALL_ROLES,
-        "A user (non-contract) variable has a default, so the module plans when an object sets no user variables; `default = null` with a `validation` that rejects null (its condition never tests `== null`) is required in effect and warned about the same way.",
+        "A user (non-contract) variable has a default, so the module plans when an object sets no user variables; `default = null` with a `validation` that rejects null (evaluated with the variable null, its condition is false or fails) is required in effect and warned about the same way.",
         "variable \"instance_type\" { type = string }",
         "Add a default, or allow the warning (`--allow-warning input/user-variable-default`) when every object must set it.",
     ),

@@ -230,6 +230,19 @@ fn version_reports_the_contracts() {
     assert!(out.contains("v1alpha1"));
 }
 
+/// `runtime` (tofu or terraform) run in `dir` without a registry, a checkpoint or a user's
+/// configuration: `HOME` is `home`, the CLI configuration `cli_config`.
+fn runtime_in(runtime: &Path, dir: &Path, home: &Path, cli_config: &Path) -> Command {
+    let mut command = Command::new(runtime);
+    command
+        .current_dir(dir)
+        .env("TF_CLI_CONFIG_FILE", cli_config)
+        .env("TF_IN_AUTOMATION", "1")
+        .env("CHECKPOINT_DISABLE", "1")
+        .env("HOME", home);
+    command
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
@@ -264,13 +277,8 @@ fn noop_modules_validate_with_opentofu() {
             &["init", "-backend=false", "-input=false", "-no-color"][..],
             &["validate", "-no-color"][..],
         ] {
-            let out = Command::new(&tofu)
+            let out = runtime_in(&tofu, &dir, work.path(), &cli_config)
                 .args(args)
-                .current_dir(&dir)
-                .env("TF_CLI_CONFIG_FILE", &cli_config)
-                .env("TF_IN_AUTOMATION", "1")
-                .env("CHECKPOINT_DISABLE", "1")
-                .env("HOME", work.path())
                 .output()
                 .unwrap();
             assert!(
@@ -343,4 +351,98 @@ fn module_is_linted_for_the_runtime_flag() {
     }
     let (code, _, _) = run(&["module", "--role", "machine", "--runtime", "podman", &dir]);
     assert_eq!(code, 3);
+}
+
+/// A runtime built by `hack/testbin.sh`, or `None` when it is absent (the caller says SKIPPED).
+fn testbin_runtime(relative: &str) -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")?;
+    let path = Path::new(&home).join(".cache/captf/testbin").join(relative);
+    path.is_file().then_some(path)
+}
+
+/// Whether `runtime` plans a module whose variable `x` (of `ty`) defaults to null behind a
+/// validation with `condition`, with no value set.
+fn plans_with_null(runtime: &Path, ty: &str, condition: &str) -> bool {
+    let work = tempfile::tempdir().unwrap();
+    let cli_config = work.path().join("cli.tfrc");
+    std::fs::write(&cli_config, "").unwrap();
+    std::fs::write(
+        work.path().join("main.tf"),
+        format!(
+            "variable \"x\" {{\n  type    = {ty}\n  default = null\n  validation {{\n    condition     = {condition}\n    error_message = \"rejected\"\n  }}\n}}\n\nvariable \"y\" {{\n  type    = list(number)\n  default = [1]\n}}\n\nlocals {{\n  names = [\"a\"]\n}}\n"
+        ),
+    )
+    .unwrap();
+    let out = runtime_in(runtime, work.path(), work.path(), &cli_config)
+        .args(["plan", "-input=false", "-no-color", "-lock=false"])
+        .output()
+        .unwrap();
+    out.status.success()
+}
+
+/// tfcapi-lint `input/user-variable-default` decides whether a validation accepts null from the
+/// expression (issue 29), and agrees with a real `tofu plan` and `terraform plan` (each judged
+/// for its own runtime) on every shape: a condition it accepts plans with the variable unset,
+/// one it rejects fails the plan, one it cannot evaluate is never reported.
+#[test]
+fn null_accepting_validations_agree_with_a_real_plan() {
+    use tfcapi_lint::module::load::Runtime;
+    use tfcapi_lint::module::null_check::{NullVerdict, condition_with_null};
+    let runtimes: Vec<(PathBuf, Runtime)> = [
+        ("tofu-v1.12.6/tofu", Runtime::Tofu),
+        ("terraform-v1.8.5/terraform", Runtime::Terraform),
+    ]
+    .into_iter()
+    .filter_map(|(path, runtime)| Some((testbin_runtime(path)?, runtime)))
+    .collect();
+    if runtimes.is_empty() {
+        eprintln!(
+            "SKIPPED null_accepting_validations_agree_with_a_real_plan: no runtime in the testbin cache (hack/testbin.sh builds it)"
+        );
+        return;
+    }
+    let shapes = [
+        ("string", "var.x != null ? length(var.x) > 0 : true"),
+        ("string", "try(length(var.x) > 0, true)"),
+        ("string", "coalesce(var.x, \"ok\") != \"\""),
+        ("string", "var.x == null ? true : length(var.x) > 0"),
+        ("string", "var.x == null || length(var.x) > 0"),
+        ("string", "can(regex(\"^a\", var.x)) || var.x == null"),
+        ("string", "!(var.x != null)"),
+        ("string", "var.x != null"),
+        ("string", "length(var.x) > 0"),
+        ("string", "can(regex(\"^a\", var.x))"),
+        ("string", "contains([\"a\", \"b\"], var.x)"),
+        ("string", "var.x != null ? length(var.x) > 0 : false"),
+        ("string", "try(length(var.x) > 0, false)"),
+        ("string", "coalesce(var.x, \"\") != \"\""),
+        ("string", "startswith(var.x, \"a\")"),
+        ("string", "\"${var.x}\" != \"\""),
+        ("string", "\"a-${var.x}\" != \"\""),
+        ("string", "var.x != null && length(var.x) > 0"),
+        ("string", "contains(local.names, var.x)"),
+        ("string", "tostring(var.x) == null"),
+        ("number", "var.x > 0"),
+        ("object({ name = string })", "var.x.name != \"\""),
+        ("list(number)", "var.x[0] == 1"),
+        ("string", "contains(local.names, var.x) || var.x == null"),
+    ];
+    for (runtime, which) in &runtimes {
+        for (ty, condition) in shapes {
+            let planned = plans_with_null(runtime, ty, condition);
+            match condition_with_null(condition, "x", *which) {
+                NullVerdict::Accepts => assert!(
+                    planned,
+                    "{}: `{condition}` is judged to accept null, but the plan failed",
+                    runtime.display()
+                ),
+                NullVerdict::Rejects => assert!(
+                    !planned,
+                    "{}: `{condition}` is judged to reject null, but the plan succeeded",
+                    runtime.display()
+                ),
+                NullVerdict::Unknown => {}
+            }
+        }
+    }
 }

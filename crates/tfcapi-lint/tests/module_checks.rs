@@ -436,7 +436,9 @@ fn lint_noop_plus(name: &str, text: &str) -> Vec<(String, Option<u32>)> {
 }
 
 /// `default = null` with a validation that rejects null is required in effect: warned like a
-/// user variable without a default. A validation that tests `== null` accepts it.
+/// user variable without a default. Whether a validation accepts null is decided from its
+/// expression evaluated with the variable null (a `== null` test, a conditional, `try`,
+/// `coalesce`), not from its text.
 #[test]
 fn a_null_default_with_a_validation_rejecting_null_is_required_in_effect() {
     let user = |validation: &str| {
@@ -462,6 +464,10 @@ fn a_null_default_with_a_validation_rejecting_null_is_required_in_effect() {
         "",
         "  validation {\n    condition     = var.size == null || length(var.size) > 0\n    error_message = \"x\"\n  }\n",
         "  validation {\n    condition     = var.size == null ? true : contains([\"s\"], var.size)\n    error_message = \"x\"\n  }\n",
+        // Shapes without the text `== null` that accept null all the same (issue 29).
+        "  validation {\n    condition     = var.size != null ? length(var.size) > 0 : true\n    error_message = \"x\"\n  }\n",
+        "  validation {\n    condition     = try(length(var.size) > 0, true)\n    error_message = \"x\"\n  }\n",
+        "  validation {\n    condition     = coalesce(var.size, \"ok\") != \"\"\n    error_message = \"x\"\n  }\n",
     ];
     for v in accepting {
         assert!(user(v).is_empty(), "{v}");

@@ -54,7 +54,8 @@ pub struct Variable {
     pub nullable: Option<bool>,
     /// The `sensitive` argument, when a bool literal.
     pub sensitive: Option<bool>,
-    /// The `condition` of each `validation` block, as written with whitespace removed.
+    /// The `condition` of each `validation` block: the expression as written (in JSON syntax,
+    /// the inner expression of a condition that is one interpolation).
     pub validations: Vec<String>,
 }
 
@@ -66,19 +67,18 @@ impl Variable {
             .is_some_and(|d| d.kind == super::expr::Kind::Null)
     }
 
-    /// Whether a `validation` block would reject null: a condition that never compares with
-    /// `== null` (as `var.x == null || ...` or `var.x == null ? true : ...` do) either tests
-    /// `!= null` or calls something on the value, which fails on null.
-    pub fn validation_rejects_null(&self) -> bool {
+    /// The condition of the first `validation` block that surely rejects null under `runtime`:
+    /// evaluated with the variable `null`, it is false or fails ([`super::null_check`]). A condition this check
+    /// cannot evaluate is not reported.
+    pub fn validation_rejecting_null(&self, runtime: Runtime) -> Option<&str> {
         self.validations
             .iter()
-            .any(|c| !(c.contains("==null") || c.contains("null==")))
+            .find(|c| {
+                super::null_check::condition_with_null(c, &self.name, runtime)
+                    == super::null_check::NullVerdict::Rejects
+            })
+            .map(String::as_str)
     }
-}
-
-/// A condition's text without whitespace.
-fn condition_text(text: &str) -> String {
-    text.chars().filter(|c| !c.is_whitespace()).collect()
 }
 
 /// An `output` block.
@@ -322,7 +322,7 @@ fn json_validations(body: &JsonNode) -> Vec<String> {
     blocks
         .into_iter()
         .filter_map(|b| b.get("condition")?.as_str())
-        .map(condition_text)
+        .map(super::null_check::json_condition)
         .collect()
 }
 
@@ -610,7 +610,7 @@ impl Loader {
             .body
             .get_blocks("validation")
             .filter_map(|v| v.body.get_attribute("condition"))
-            .map(|a| condition_text(&a.value.to_string()))
+            .map(|a| a.value.to_string().trim().to_owned())
             .collect();
         let variable = Variable {
             name: name.to_owned(),

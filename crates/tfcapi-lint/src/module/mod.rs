@@ -5,6 +5,7 @@
 pub mod expr;
 pub mod json;
 pub mod load;
+pub mod null_check;
 pub mod rules;
 pub mod split;
 pub mod types;
@@ -65,7 +66,7 @@ pub fn lint_sources_for(
         .iter()
         .any(|f| checks::get(f.id).is_some_and(|c| c.unreadable))
     {
-        findings.extend(rules::check(&module, role, dir));
+        findings.extend(rules::check(&module, role, dir, runtime));
     }
     (module, findings)
 }

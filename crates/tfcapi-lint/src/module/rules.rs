@@ -3,7 +3,7 @@
 //! "captf_tags", "User variables" and "Outputs", and the role chapters' inputs and outputs).
 
 use super::expr::{Kind, Node};
-use super::load::{Module, Output, Variable};
+use super::load::{Module, Output, Runtime, Variable};
 use super::types::{compatible, parse_type_str};
 use crate::checks;
 use crate::report::Finding;
@@ -14,13 +14,14 @@ use crate::role::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Runs every module check for `role`; `dir` names the module in findings without a file.
-pub fn check(module: &Module, role: Role, dir: &str) -> Vec<Finding> {
+/// Runs every module check for `role` under `runtime`; `dir` names the module in findings
+/// without a file.
+pub fn check(module: &Module, role: Role, dir: &str, runtime: Runtime) -> Vec<Finding> {
     let mut out = Vec::new();
     backend(module, &mut out);
     contract_inputs(module, role, dir, &mut out);
     cluster_outputs_default(module, role, &mut out);
-    user_variables(module, role, &mut out);
+    user_variables(module, role, runtime, &mut out);
     tags_unused(module, &mut out);
     required_outputs(module, role, dir, &mut out);
     output_names(module, &mut out);
@@ -190,7 +191,7 @@ fn cluster_outputs_default(module: &Module, role: Role, out: &mut Vec<Finding>) 
     }
 }
 
-fn user_variables(module: &Module, role: Role, out: &mut Vec<Finding>) {
+fn user_variables(module: &Module, role: Role, runtime: Runtime, out: &mut Vec<Finding>) {
     for var in &module.variables {
         if role.input(&var.name).is_some() {
             continue;
@@ -241,17 +242,30 @@ fn user_variables(module: &Module, role: Role, out: &mut Vec<Finding>) {
                     var.name
                 ),
             ));
-        } else if var.defaults_to_null() && var.validation_rejects_null() {
+        } else if var.defaults_to_null()
+            && let Some(condition) = var.validation_rejecting_null(runtime)
+        {
             out.push(Finding::warning(
                 checks::INPUT_USER_VARIABLE_DEFAULT,
                 &var.file,
                 Some(var.line),
                 format!(
-                    "user variable `{}` defaults to null but a validation rejects null (its condition never tests == null), so it is required in effect: every object that does not set it in spec.variables fails plan; give it a non-null default, or let the validation accept null",
-                    var.name
+                    "user variable `{}` defaults to null but a validation rejects null (with the variable null, `{}` is false or fails), so it is required in effect: every object that does not set it in spec.variables fails plan; give it a non-null default, or let the validation accept null",
+                    var.name,
+                    one_line(condition)
                 ),
             ));
         }
+    }
+}
+
+/// A condition on one line, its runs of whitespace made one space, cut at 200 characters.
+fn one_line(condition: &str) -> String {
+    let words: Vec<&str> = condition.split_whitespace().collect();
+    let joined = words.join(" ");
+    match joined.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &joined[..cut]),
+        None => joined,
     }
 }
 
