@@ -343,8 +343,6 @@ pub mod reasons {
     pub const INSTANCE_UNHEALTHY: &str = "InstanceUnhealthy";
     pub const PROVISIONING: &str = "Provisioning";
     pub const HEALTH_UNKNOWN: &str = "HealthUnknown";
-    /// A provisioned machine's `provider_id` came back null once (the next sample decides).
-    pub const PROVIDER_ID_MISSING: &str = "ProviderIDMissing";
     pub const WAITING_FOR_PROVISIONING: &str = "WaitingForProvisioning";
 
     // DriftJobSucceeded

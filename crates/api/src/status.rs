@@ -178,6 +178,10 @@ pub struct DriftSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub destroy: Option<i32>,
+    /// Resources the plan would forget (remove from state, leave in place); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub forget: Option<i32>,
     /// Up to 20 drifted resource addresses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 20), inner(length(min = 1, max = 512)))]
@@ -242,6 +246,10 @@ pub struct PlanPreview {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub destroy: Option<i32>,
+    /// Resources the plan forgets (removes from state, leaves in place); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub forget: Option<i32>,
     /// Up to 50 changes as `<address> (<action>)`, action one of create, update, delete,
     /// replace, read or forget. Never a value.
     #[serde(default, skip_serializing_if = "Option::is_none")]

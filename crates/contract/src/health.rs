@@ -179,13 +179,11 @@ pub enum HealthReason {
     InstanceUnhealthy,
     /// `unknown`.
     HealthUnknown,
-    /// A provisioned machine's `provider_id` came back null once: one more sample decides.
-    ProviderIdMissing,
 }
 
 impl HealthReason {
     /// Every reason.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 7] = [
         Self::Healthy,
         Self::InstanceDegraded,
         Self::InstancePending,
@@ -193,7 +191,6 @@ impl HealthReason {
         Self::InstanceTerminated,
         Self::InstanceUnhealthy,
         Self::HealthUnknown,
-        Self::ProviderIdMissing,
     ];
 
     /// The reason of a condition reason string; `None` for any other reason (for example
@@ -212,7 +209,6 @@ impl HealthReason {
             Self::InstanceTerminated => "InstanceTerminated",
             Self::InstanceUnhealthy => "InstanceUnhealthy",
             Self::HealthUnknown => "HealthUnknown",
-            Self::ProviderIdMissing => "ProviderIDMissing",
         }
     }
 
@@ -220,7 +216,7 @@ impl HealthReason {
     pub fn status(self) -> ConditionStatus {
         match self {
             Self::Healthy => ConditionStatus::True,
-            Self::HealthUnknown | Self::ProviderIdMissing => ConditionStatus::Unknown,
+            Self::HealthUnknown => ConditionStatus::Unknown,
             Self::InstanceDegraded
             | Self::InstancePending
             | Self::InstanceStopped
@@ -240,10 +236,6 @@ impl HealthReason {
                 "The module reports the infrastructure running but unhealthy"
             }
             Self::HealthUnknown => "The module cannot tell the infrastructure's health",
-            Self::ProviderIdMissing => {
-                "provider_id is null after provisioning; the next sample decides whether the \
-                 instance is gone"
-            }
         }
     }
 
@@ -254,10 +246,7 @@ impl HealthReason {
         match self {
             Self::Healthy => Some(false),
             Self::InstanceUnhealthy | Self::InstanceDegraded | Self::InstanceStopped => Some(true),
-            Self::InstancePending
-            | Self::HealthUnknown
-            | Self::InstanceTerminated
-            | Self::ProviderIdMissing => None,
+            Self::InstancePending | Self::HealthUnknown | Self::InstanceTerminated => None,
         }
     }
 }
@@ -288,23 +277,6 @@ impl HealthCondition {
             status: ConditionStatus::False,
             reason: HealthReason::InstanceTerminated,
             message: "The instance is gone: provider_id is null after provisioning".to_owned(),
-        }
-    }
-
-    /// A provisioned machine whose `provider_id` is null (Machine Role "provider_id", Common
-    /// "Out-of-band termination"): one sample is not trusted, so the first reads
-    /// `Unknown/ProviderIDMissing`, and only a second consecutive missing sample reads the
-    /// instance as terminated. `previous` is the reason the condition had; `sampled` whether
-    /// this reading is a new sample (a refresh or drift Job finished).
-    pub fn provider_id_missing(previous: Option<HealthReason>, sampled: bool) -> Self {
-        match previous {
-            Some(HealthReason::InstanceTerminated) => Self::instance_vanished(),
-            Some(HealthReason::ProviderIdMissing) if sampled => Self::instance_vanished(),
-            _ => Self {
-                status: ConditionStatus::Unknown,
-                reason: HealthReason::ProviderIdMissing,
-                message: HealthReason::ProviderIdMissing.default_message().to_owned(),
-            },
         }
     }
 }
@@ -474,23 +446,5 @@ mod reason_tests {
         }
         assert_eq!(HealthReason::parse("Provisioning"), None);
         assert_eq!(HealthReason::parse("healthy"), None);
-    }
-
-    #[test]
-    fn a_missing_provider_id_is_terminated_only_on_the_second_sample() {
-        use super::HealthCondition;
-        let first = HealthCondition::provider_id_missing(None, true);
-        assert_eq!(first.reason, HealthReason::ProviderIdMissing);
-        // A pass without a new sample does not escalate.
-        let again = HealthCondition::provider_id_missing(Some(first.reason), false);
-        assert_eq!(again.reason, HealthReason::ProviderIdMissing);
-        let second = HealthCondition::provider_id_missing(Some(again.reason), true);
-        assert_eq!(second.reason, HealthReason::InstanceTerminated);
-        // Once terminated it stays so.
-        let later = HealthCondition::provider_id_missing(Some(second.reason), false);
-        assert_eq!(later.reason, HealthReason::InstanceTerminated);
-        // From any other reading the first missing sample is only ProviderIDMissing.
-        let from_healthy = HealthCondition::provider_id_missing(Some(HealthReason::Healthy), true);
-        assert_eq!(from_healthy.reason, HealthReason::ProviderIdMissing);
     }
 }

@@ -24,6 +24,18 @@ pub const MAX_PLAN_RESOURCE_ENTRY: usize = 600;
 pub const MAX_DRIFT_RESOURCES: usize = 20;
 /// The longest drifted address kept, in characters (`status.lastRun.drift.resources[]`).
 pub const MAX_DRIFT_RESOURCE_ENTRY: usize = 512;
+/// The counts as the runtime's plan summary line says them: `N to add, M to change, K to
+/// destroy`, then `, F to forget` when the plan forgets resources (only then, as the runtime
+/// prints it).
+pub fn counts_phrase(add: u64, change: u64, destroy: u64, forget: u64) -> String {
+    let mut s = format!("{add} to add, {change} to change, {destroy} to destroy");
+    if forget > 0 {
+        use std::fmt::Write as _;
+        let _ = write!(s, ", {forget} to forget");
+    }
+    s
+}
+
 /// The plan hash scheme prefix.
 pub const PLAN_HASH_PREFIX: &str = "p1:";
 
@@ -193,6 +205,7 @@ impl PlanAnalysis {
             add: self.add,
             change: self.change,
             destroy: self.destroy,
+            forget: self.forget,
             resources,
         }
     }
@@ -209,6 +222,8 @@ pub struct DriftSummary {
     pub change: u64,
     /// Resources to destroy.
     pub destroy: u64,
+    /// Resources to forget (removed from state, left in place).
+    pub forget: u64,
     /// Up to 20 affected addresses, sorted.
     pub resources: Vec<String>,
 }

@@ -110,6 +110,9 @@ pub struct DriftDoc {
     pub change: u64,
     /// Resources to destroy.
     pub destroy: u64,
+    /// Resources to forget (absent from documents of runners that did not count them).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub forget: u64,
     /// Up to 20 drifted addresses.
     pub resources: Vec<String>,
 }
@@ -175,6 +178,9 @@ pub struct ChangesDoc {
     pub change: u64,
     /// Destroyed.
     pub destroy: u64,
+    /// Forgotten (removed from state, left in place).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub forget: u64,
     /// Imported.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub import: u64,
@@ -192,6 +198,9 @@ pub struct PlanDoc {
     pub change: u64,
     /// Resources to destroy.
     pub destroy: u64,
+    /// Resources to forget (removed from state, left in place).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub forget: u64,
     /// Root outputs that change.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub outputs: u64,
@@ -226,6 +235,7 @@ impl PlanDoc {
             add: a.add,
             change: a.change,
             destroy: a.destroy,
+            forget: a.forget,
             outputs: a.outputs,
             import: a.import,
             moved: a.moved,
@@ -244,6 +254,7 @@ impl DriftDoc {
             add: d.add,
             change: d.change,
             destroy: d.destroy,
+            forget: d.forget,
             resources: d.resources,
         }
     }
@@ -502,6 +513,7 @@ mod tests {
             add: 0,
             change: 20,
             destroy: 0,
+            forget: 0,
             resources: (0..20)
                 .map(|i| format!("module.role.x{i}.{}", "y".repeat(300)))
                 .collect(),

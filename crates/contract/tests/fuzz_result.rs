@@ -40,7 +40,7 @@ fn error_kind() -> impl Strategy<Value = ErrorKind> {
 fn plan_doc() -> impl Strategy<Value = PlanDoc> {
     (
         "[0-9a-f]{64}",
-        any::<[u64; 6]>(),
+        any::<[u64; 7]>(),
         prop::collection::vec(text(), 0..55),
         any::<bool>(),
     )
@@ -52,6 +52,7 @@ fn plan_doc() -> impl Strategy<Value = PlanDoc> {
             outputs: n[3],
             import: n[4],
             moved: n[5],
+            forget: n[6],
             resources,
             truncated,
         })
@@ -59,16 +60,19 @@ fn plan_doc() -> impl Strategy<Value = PlanDoc> {
 
 fn drift_doc() -> impl Strategy<Value = DriftDoc> {
     (
-        any::<(bool, u64, u64, u64)>(),
+        any::<(bool, u64, u64, u64, u64)>(),
         prop::collection::vec(text(), 0..30),
     )
-        .prop_map(|((detected, add, change, destroy), resources)| DriftDoc {
-            detected,
-            add,
-            change,
-            destroy,
-            resources,
-        })
+        .prop_map(
+            |((detected, add, change, destroy, forget), resources)| DriftDoc {
+                detected,
+                add,
+                change,
+                destroy,
+                forget,
+                resources,
+            },
+        )
 }
 
 fn error_doc() -> impl Strategy<Value = ErrorDoc> {
@@ -96,7 +100,7 @@ fn document() -> impl Strategy<Value = ResultDocument> {
         prop::collection::vec((text(), any::<i32>(), any::<f64>()), 0..12),
         (prop::option::of(drift_doc()), prop::option::of(error_doc())),
         (
-            prop::option::of(any::<[u64; 4]>()),
+            prop::option::of(any::<[u64; 5]>()),
             prop::option::of(plan_doc()),
         ),
     )
@@ -117,6 +121,7 @@ fn document() -> impl Strategy<Value = ResultDocument> {
                     change: c[1],
                     destroy: c[2],
                     import: c[3],
+                    forget: c[4],
                 }),
                 plan,
                 ..ResultDocument::new(

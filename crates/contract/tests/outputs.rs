@@ -114,6 +114,44 @@ fn outputs_missing_when_state_has_none_of_the_roles_outputs() {
     );
 }
 
+/// Module Contract "Null semantics": an output the module does not declare is a hard error,
+/// `OutputsValid=False/OutputsMissing`, naming it. The runner lists such outputs in
+/// `captf_undeclared_outputs`; names that are not contract outputs of the role are ignored.
+#[test]
+fn an_output_the_module_does_not_declare_is_outputs_missing() {
+    let d = decode_machine_outputs(
+        &machine(json!({
+            "provider_id": "<absent>",
+            "captf_undeclared_outputs": ["provider_id", "exports"],
+        })),
+        None,
+    );
+    assert_eq!(d.verdict.reason(), OutputsReason::OutputsMissing);
+    assert_eq!(d.verdict.status(), ConditionStatus::False);
+    assert_eq!(d.verdict.missing, vec!["provider_id"]);
+    assert!(!d.verdict.is_valid());
+    let message = d.verdict.message();
+    assert!(
+        message.contains("does not declare the contract outputs provider_id"),
+        "{message}"
+    );
+    assert!(!message.contains("exports"), "{message}");
+    // Every other role reads it the same way.
+    let c = decode_cluster_outputs(&cluster(
+        json!({"health": "<absent>", "captf_undeclared_outputs": ["health"]}),
+    ));
+    assert_eq!(c.verdict.missing, vec!["health"]);
+    let p = decode_machinepool_outputs(&pool(
+        json!({"instances": "<absent>", "captf_undeclared_outputs": ["instances"]}),
+    ));
+    assert_eq!(p.verdict.reason(), OutputsReason::OutputsMissing);
+    // A list naming nothing of the role, or not a list at all, changes nothing.
+    for listed in [json!([]), json!(["exports"]), json!("provider_id")] {
+        let d = decode_machine_outputs(&machine(json!({"captf_undeclared_outputs": listed})), None);
+        assert_eq!(d.verdict.reason(), OutputsReason::OutputsValid, "{listed}");
+    }
+}
+
 #[test]
 fn absent_output_reads_as_null_because_the_runtime_drops_null_root_outputs() {
     let d = decode_machine_outputs(&machine(json!({"provider_id": "<absent>"})), None);
@@ -257,12 +295,7 @@ fn unhealthy_samples_follow_the_reading() {
     for reason in [InstanceUnhealthy, InstanceDegraded, InstanceStopped] {
         assert_eq!(reason.counts_as_unhealthy_sample(), Some(true), "{reason}");
     }
-    for reason in [
-        InstancePending,
-        HealthUnknown,
-        InstanceTerminated,
-        ProviderIdMissing,
-    ] {
+    for reason in [InstancePending, HealthUnknown, InstanceTerminated] {
         assert_eq!(reason.counts_as_unhealthy_sample(), None, "{reason}");
     }
 }

@@ -524,6 +524,66 @@ async fn control_plane_initialized_is_read_from_the_cluster_condition_too() {
     .await;
 }
 
+/// Module Contract "Null semantics" (book l.1913): an output the module does not declare is a
+/// hard error, `OutputsValid=False/OutputsMissing` naming it, with no retry until the module
+/// changes. A machine module without `provider_id` applies (the runner leaves out the re-export
+/// the plan could not make), reads `OutputsMissing` naming `provider_id` rather than pending, is
+/// not provisioned, writes no providerID and runs no second apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_the_module_does_not_declare_is_outputs_missing() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("undeclared").await.unwrap();
+    identity(&client, "id-undeclared", &[ns.as_str()], "planted-undecl-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-undeclared");
+    cluster(&client, &ns, "und", "id-undeclared", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "und", "True", LONG).await;
+    capi_cluster_provisioned(&client, &ns, "und").await;
+    capi_control_plane_initialized(&client, &ns, "und").await;
+    let image = undeclaring_machine_image(env).await;
+    machine(
+        &client,
+        &ns,
+        "und",
+        "bare",
+        &image,
+        false,
+        "#cloud-config\n",
+    )
+    .await;
+    let tm = eventually(LONG, "OutputsValid=False/OutputsMissing", || async {
+        let tm = get_json(&client, &ns, TC, "TerraformMachine", "bare").await;
+        (condition(&tm, "OutputsValid") == Some(("False".to_owned(), "OutputsMissing".to_owned())))
+            .then_some(tm)
+    })
+    .await;
+    let message = condition_message(&tm, "OutputsValid");
+    assert!(
+        message.contains("does not declare the contract outputs provider_id"),
+        "{message}"
+    );
+    assert_eq!(
+        condition(&tm, "ApplyJobSucceeded").map(|c| c.0),
+        Some("True".to_owned()),
+        "{tm:#}"
+    );
+    assert_ne!(
+        tm["status"]["initialization"]["provisioned"], true,
+        "{tm:#}"
+    );
+    assert!(tm["spec"]["providerID"].is_null(), "{tm:#}");
+    // No retry: the inputs did not change, so no second apply.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let jobs = jobs_of(&client, &ns, "bare").await;
+    assert_eq!(op_jobs(&jobs, "apply").len(), 1);
+    let tm = get_json(&client, &ns, TC, "TerraformMachine", "bare").await;
+    assert_eq!(
+        condition(&tm, "OutputsValid"),
+        Some(("False".to_owned(), "OutputsMissing".to_owned()))
+    );
+}
+
 /// After a `clusterctl move` an identity can arrive before its credentials Secret: once the
 /// Secret is created, the identity reports `Ready=True` at once (its source Secret is watched),
 /// and the objects using it recover without waiting for a recheck (issue 13, finding 2).

@@ -156,11 +156,14 @@ async fn a_terminated_instance_takes_the_shortcut() {
     assert_eq!(tm["status"]["unhealthySamples"].as_u64().unwrap_or(0), 0);
 }
 
-/// A `provider_id` that comes back null after provisioning is not trusted on one sample
-/// (`Unknown/ProviderIDMissing`, nothing requested); the second consecutive missing sample reads
-/// the instance as terminated and takes the shortcut.
+/// A `provider_id` that comes back null after provisioning reads the instance as terminated on
+/// the first sample that shows it (book: Drift and Health, "a provider_id output that turns null
+/// after provisioning is read as terminated"; Machine Remediation "Terminated instances": the
+/// annotations on the very first sample). Watched every 250 ms from the knob on, the condition
+/// goes from `True/Healthy` straight to `False/InstanceTerminated`, with no reading in between;
+/// the drift interval is 5 s, so a reading held for one sample would be seen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_vanished_provider_id_is_terminated_on_the_second_sample() {
+async fn a_vanished_provider_id_is_terminated_on_the_first_sample() {
     let (env, images) = setup().await;
     let client = env.client().await.unwrap();
     install_runner_cluster_role(&client).await;
@@ -169,21 +172,26 @@ async fn a_vanished_provider_id_is_terminated_on_the_second_sample() {
     let _mgr = start_manager(&client, &ns, &images, "manager-vanished");
     provisioned_machine(&client, env, &images, &ns, "id-vanished", 50).await;
     set_drift_knob(&client, &ns, "vanished").await;
-    eventually(LONG, "ProviderIDMissing", || async {
+    let healthy = Some(("True".to_owned(), "Healthy".to_owned()));
+    let gone = Some(("False".to_owned(), "InstanceTerminated".to_owned()));
+    let deadline = tokio::time::Instant::now() + LONG;
+    loop {
         let tm = get_json(&client, &ns, TM, "TerraformMachine", "sick").await;
-        (condition(&tm, "InfrastructureHealthy")
-            == Some(("Unknown".to_owned(), "ProviderIDMissing".to_owned())))
-        .then_some(())
-    })
-    .await;
-    let a = machine_annotations(&client, &ns).await;
-    assert!(
-        a.get("captf.io/remediation-requested").is_none(),
-        "requested on one missing sample: {a}"
-    );
+        let reading = condition(&tm, "InfrastructureHealthy");
+        if reading == gone {
+            break;
+        }
+        assert_eq!(reading, healthy, "a reading between healthy and terminated");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never terminated: {tm}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     let tm = shortcut_taken(&client, &ns).await;
-    // spec.providerID is kept.
+    // spec.providerID is kept, and a terminated reading is no unhealthy sample.
     assert!(tm["spec"]["providerID"].is_string(), "{tm}");
+    assert_eq!(tm["status"]["unhealthySamples"].as_u64().unwrap_or(0), 0);
 }
 
 /// A refresh that fails because the instance is gone (its read finds nothing) takes the

@@ -5,7 +5,8 @@
 //!
 //! - [`cli`]: `copy`, `run`, `version` and their flags; [`duration`]: Go-style durations.
 //! - [`layout`]: the image-layout check; [`root`]: the generated root; [`env`]: the environment
-//!   rewrite; [`tfrc`]: the mirror-only CLI configuration.
+//!   rewrite; [`tfrc`]: the mirror-only CLI configuration; [`undeclared`]: contract outputs the
+//!   module does not declare.
 //! - [`steps`]: commands, flags and their order per operation; [`exec`]: running one command,
 //!   streaming its output, forwarding SIGTERM.
 //! - [`output`] and [`summary`]: what is read from the output (never kept whole), and the
@@ -27,3 +28,4 @@ pub mod run;
 pub mod steps;
 pub mod summary;
 pub mod tfrc;
+pub mod undeclared;

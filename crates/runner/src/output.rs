@@ -135,10 +135,12 @@ pub struct Changes {
     pub change: u64,
     /// Resources destroyed.
     pub destroy: u64,
+    /// Resources forgotten (removed from state, left in place).
+    pub forget: u64,
 }
 
-/// Parses `Apply complete! Resources: 1 imported, 2 added, 0 changed, 1 destroyed.` or
-/// `Destroy complete! Resources: 3 destroyed.`.
+/// Parses `Apply complete! Resources: 1 imported, 2 added, 0 changed, 1 destroyed.` (with `, 1
+/// forgotten.` when resources were forgotten) or `Destroy complete! Resources: 3 destroyed.`.
 pub fn changes_line(line: &[u8]) -> Option<Changes> {
     let text = strip_ansi(&String::from_utf8_lossy(line));
     let caps = SUMMARY_LINE.as_ref()?.captures(text.trim())?;
@@ -151,6 +153,7 @@ pub fn changes_line(line: &[u8]) -> Option<Changes> {
             "added" => changes.add = n,
             "changed" => changes.change = n,
             "destroyed" => changes.destroy = n,
+            "forgotten" => changes.forget = n,
             _ => {}
         }
     }
@@ -230,7 +233,17 @@ mod tests {
                 import: 0,
                 add: 1,
                 change: 2,
-                destroy: 3
+                destroy: 3,
+                forget: 0,
+            })
+        );
+        assert_eq!(
+            changes_line(
+                b"Apply complete! Resources: 0 added, 0 changed, 0 destroyed, 2 forgotten."
+            ),
+            Some(Changes {
+                forget: 2,
+                ..Changes::default()
             })
         );
         assert_eq!(

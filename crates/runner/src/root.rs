@@ -113,21 +113,46 @@ pub fn make_dirs(workdir: &Path, tmpdir: &Path) -> Result<PathBuf, PrepareError>
     Ok(root)
 }
 
-/// Writes the root of a non-restore operation; returns the tfvars bytes (for the redactor).
+/// The root of a non-restore operation, as written.
+#[derive(Debug)]
+pub struct ModuleRoot {
+    /// The tfvars bytes (for the redactor).
+    pub tfvars: Vec<u8>,
+    /// The contract outputs the module does not declare, dropped from the root
+    /// ([`crate::undeclared`]).
+    pub undeclared: Vec<String>,
+}
+
+/// Writes the root of a non-restore operation.
 pub fn write_module_root(
     config: &Path,
     root: &Path,
     module: &Path,
-) -> Result<Vec<u8>, PrepareError> {
+) -> Result<ModuleRoot, PrepareError> {
     let main_path = config.join(MAIN_TF_JSON);
     let main = read(&main_path)?;
     let tfvars = read(&config.join(TFVARS_JSON))?;
-    let main = point_module_call(&main, root, module).ok_or_else(|| PrepareError::NotJson {
+    let not_json = || PrepareError::NotJson {
         path: main_path.display().to_string(),
-    })?;
+    };
+    let main = point_module_call(&main, root, module).ok_or_else(not_json)?;
+    let mut undeclared = Vec::new();
+    let main = match crate::undeclared::declared_outputs(module) {
+        Some(declared) => {
+            let mut doc: serde_json::Value =
+                serde_json::from_slice(&main).map_err(|_| not_json())?;
+            undeclared = crate::undeclared::drop_undeclared(&mut doc, &declared);
+            if undeclared.is_empty() {
+                main
+            } else {
+                serde_json::to_vec_pretty(&doc).map_err(|_| not_json())?
+            }
+        }
+        None => main,
+    };
     write_private(&root.join(MAIN_TF_JSON), &main)?;
     write_private(&root.join(TFVARS_JSON), &tfvars)?;
-    Ok(tfvars)
+    Ok(ModuleRoot { tfvars, undeclared })
 }
 
 /// Writes a restore's root and state file.
@@ -331,13 +356,52 @@ mod tests {
         fs::write(config.join(TFVARS_JSON), r#"{"x":"v"}"#).expect("tfvars");
         let work = dir.path().join("work");
         let root = make_dirs(&work, &work.join("tmp")).expect("dirs");
-        let tfvars = write_module_root(&config, &root, &dir.path().join("module")).expect("root");
-        assert_eq!(tfvars, br#"{"x":"v"}"#.to_vec());
+        let written = write_module_root(&config, &root, &dir.path().join("module")).expect("root");
+        assert_eq!(written.tfvars, br#"{"x":"v"}"#.to_vec());
         let mode = fs::metadata(root.join(TFVARS_JSON))
             .expect("meta")
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         assert!(work.join("tmp").is_dir());
+    }
+
+    /// Module Contract "Null semantics": the root written for a module that does not declare a
+    /// contract output re-exports only what it declares and lists the rest in
+    /// `captf_undeclared_outputs`; a module whose files cannot be parsed keeps the rendered root.
+    #[test]
+    fn the_written_root_lists_the_outputs_the_module_does_not_declare() {
+        let dir = tempfile::tempdir().expect("dir");
+        let config = dir.path().join("config");
+        let module = dir.path().join("module");
+        fs::create_dir(&config).expect("config");
+        fs::create_dir(&module).expect("module");
+        let main = r#"{"module":{"role":{"source":"../../module"}},"output":{"provider_id":{"value":"${module.role.provider_id}","sensitive":true},"health":{"value":"${module.role.health}","sensitive":true}}}"#;
+        fs::write(config.join(MAIN_TF_JSON), main).expect("main");
+        fs::write(config.join(TFVARS_JSON), "{}").expect("tfvars");
+        fs::write(
+            module.join("outputs.tf"),
+            "output \"health\" {\n  value = null\n}\n",
+        )
+        .expect("outputs.tf");
+        let work = dir.path().join("work");
+        let root = make_dirs(&work, &work.join("tmp")).expect("dirs");
+        let written = write_module_root(&config, &root, &module).expect("root");
+        assert_eq!(written.undeclared, vec!["provider_id".to_owned()]);
+        let doc: serde_json::Value =
+            serde_json::from_slice(&fs::read(root.join(MAIN_TF_JSON)).expect("read"))
+                .expect("json");
+        assert_eq!(
+            doc["output"]["captf_undeclared_outputs"]["value"],
+            serde_json::json!(["provider_id"])
+        );
+        assert!(doc["output"].get("provider_id").is_none());
+        fs::write(module.join("broken.tf"), "output {").expect("broken.tf");
+        let written = write_module_root(&config, &root, &module).expect("root");
+        assert!(written.undeclared.is_empty());
+        assert_eq!(
+            fs::read(root.join(MAIN_TF_JSON)).expect("read"),
+            main.as_bytes()
+        );
     }
 }

@@ -286,8 +286,12 @@ impl Runner {
                 self.args.restore_chunks,
             )?;
         } else {
-            let tfvars = root::write_module_root(&self.args.config, &self.root, &self.args.module)?;
-            self.redactor.add_tfvars(&tfvars);
+            let written =
+                root::write_module_root(&self.args.config, &self.root, &self.args.module)?;
+            if !written.undeclared.is_empty() {
+                warn!(outputs = ?written.undeclared, "the module does not declare these contract outputs of its role; the manager reports them as OutputsMissing");
+            }
+            self.redactor.add_tfvars(&written.tfvars);
         }
         self.env = rewritten.vars.into_iter().collect();
         info!(root = %self.root.display(), "generated root ready");
@@ -516,6 +520,7 @@ impl Runner {
             add = analysis.add,
             change = analysis.change,
             destroy = analysis.destroy,
+            forget = analysis.forget,
             destructive = analysis.destructive,
             hash = %analysis.hash,
             "plan read"
@@ -530,11 +535,9 @@ impl Runner {
 
     fn plan_summary_event(&self, a: &PlanAnalysis) {
         let mut note = format!(
-            "{}: {} to add, {} to change, {} to destroy",
+            "{}: {}",
             self.op().as_str(),
-            a.add,
-            a.change,
-            a.destroy
+            contract::plan::counts_phrase(a.add, a.change, a.destroy, a.forget)
         );
         if a.destructive {
             note.push_str("; deletes or replaces resources");
@@ -602,6 +605,7 @@ impl Runner {
             add: c.add,
             change: c.change,
             destroy: c.destroy,
+            forget: c.forget,
             import: c.import,
         });
         let mut note = format!(
@@ -614,6 +618,10 @@ impl Runner {
         if c.import > 0 {
             use std::fmt::Write as _;
             let _ = write!(note, ", {} imported", c.import);
+        }
+        if c.forget > 0 {
+            use std::fmt::Write as _;
+            let _ = write!(note, ", {} forgotten", c.forget);
         }
         self.events.emit(
             EventType::Normal,

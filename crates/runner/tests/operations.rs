@@ -387,6 +387,96 @@ async fn drift_is_found_and_not_found() {
     assert_eq!(summary.2, "drift: 0 to add, 1 to change, 0 to destroy");
 }
 
+/// [`MODULE`] with `terraform_data.this` removed from the configuration but not destroyed: a
+/// `removed` block with `lifecycle { destroy = false }` (OpenTofu's forget).
+fn forgetting_module() -> String {
+    let resource = "resource \"terraform_data\" \"this\" {\n  input            = var.name\n  triggers_replace = [var.generation]\n}\n";
+    let removed =
+        "removed {\n  from = terraform_data.this\n  lifecycle {\n    destroy = false\n  }\n}\n";
+    assert!(MODULE.contains(resource));
+    MODULE
+        .replace(resource, removed)
+        .replace("terraform_data.this.output", "var.name")
+}
+
+/// Plan Approval and Drift list the counts to add, change and destroy; a plan that only forgets
+/// resources carries its forget count too, in the plan, drift and changes documents and in the
+/// PlanSummary and ResourcesChanged events, with real OpenTofu (not 0/0/0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_that_only_forgets_reports_its_forget_count() {
+    let Some(fx) = Fixture::new("forget", MODULE, &tfvars("alpha", "1", false), false).await else {
+        return;
+    };
+    fx.run("apply", &[]).await.assert_ok();
+    fx.set_module(&forgetting_module());
+
+    let plan = fx.run("plan", &[]).await;
+    plan.assert_ok();
+    let doc = &plan.result["plan"];
+    assert_eq!(
+        (&doc["add"], &doc["change"], &doc["destroy"], &doc["forget"]),
+        (&json!(0), &json!(0), &json!(0), &json!(1)),
+        "{doc}"
+    );
+    assert_eq!(doc["resources"], json!([format!("{ADDR} (forget)")]));
+    let drift = fx.run("drift", &[]).await;
+    drift.assert_ok();
+    assert_eq!(
+        drift.result["drift"],
+        json!({"detected": true, "add": 0, "change": 0, "destroy": 0, "forget": 1,
+               "resources": [ADDR]})
+    );
+    let summaries: Vec<String> = fx
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.0 == "PlanSummary")
+        .map(|e| e.2)
+        .collect();
+    assert!(
+        summaries.contains(&"plan: 0 to add, 0 to change, 0 to destroy, 1 to forget".to_owned()),
+        "{summaries:?}"
+    );
+    fx.clear_events().await;
+
+    let apply = fx.run("apply", &[]).await;
+    apply.assert_ok();
+    assert_eq!(apply.result["changes"]["forget"], 1, "{}", apply.result);
+    assert!(fx.state_addresses().await.is_empty());
+    let changed = fx.event_note("ResourcesChanged").await;
+    assert!(changed.ends_with(", 1 forgotten"), "{changed}");
+}
+
+/// Module Contract "Null semantics": a module that does not declare an output the generated root
+/// re-exports still plans and applies with real OpenTofu; the state lists the output in
+/// `captf_undeclared_outputs` for the manager (`OutputsMissing`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undeclared_output_is_left_out_of_the_root_and_listed_in_the_state() {
+    let module = MODULE.replace(
+        "output \"name\" {\n  value = terraform_data.this.output\n}\n",
+        "",
+    );
+    assert_ne!(module, MODULE);
+    let Some(fx) = Fixture::new("undeclared", &module, &tfvars("alpha", "1", false), false).await
+    else {
+        return;
+    };
+    let run = fx.run("apply", &[]).await;
+    run.assert_ok();
+    let state = fx.state().await.unwrap();
+    assert_eq!(
+        state["outputs"]["captf_undeclared_outputs"]["value"],
+        json!(["name"]),
+        "{}",
+        state["outputs"]
+    );
+    assert!(state["outputs"].get("name").is_none());
+    assert!(
+        run.stderr.contains("does not declare") || run.stdout.contains("does not declare"),
+        "the run log names the undeclared outputs"
+    );
+}
+
 /// Refresh is `apply -refresh-only`: it succeeds and never applies changed inputs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refresh_updates_state_from_reality_only() {
@@ -424,12 +514,10 @@ async fn destroy_empties_the_state() {
         json!({"add": 0, "change": 0, "destroy": 2})
     );
     assert!(fx.state_addresses().await.is_empty());
-    let events = fx.events().await;
-    let changed = events
-        .iter()
-        .find(|e| e.0 == "ResourcesChanged")
-        .expect("ResourcesChanged");
-    assert_eq!(changed.2, "destroy: 0 added, 0 changed, 2 destroyed");
+    assert_eq!(
+        fx.event_note("ResourcesChanged").await,
+        "destroy: 0 added, 0 changed, 2 destroyed"
+    );
 }
 
 /// Restore: a saved state (copied verbatim from its Secret, split in two chunks as a backup set

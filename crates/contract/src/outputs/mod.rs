@@ -7,12 +7,13 @@
 //! [`OutputsVerdict`], which says what the `OutputsValid` condition reads.
 //!
 //! Absent and null. OpenTofu and Terraform remove a root output whose value is null from the state
-//! file altogether, so an output the module declared but left null and an output that does not
-//! exist look the same in state. CAPTF therefore treats an absent contract output exactly like a
-//! null one, and reports `OutputsMissing` only when the state carries none of the role's contract
-//! outputs at all (a state not written by CAPTF's generated root, or one whose first apply stopped
-//! before any output was recorded). A null (or absent) required output is pending
-//! (`OutputsPending`) unless the role gives null a meaning of its own.
+//! file altogether, so a declared output left null and an undeclared one would look the same in
+//! state. The runner tells them apart before it runs the module: it drops from the generated root
+//! every contract output the module does not declare (a reference to it would fail the plan) and
+//! records their names in the root output [`UNDECLARED_OUTPUTS`]. An output named there is
+//! `OutputsMissing`, as is every contract output of a state that carries none of them (a state not
+//! written by CAPTF's generated root). An output absent otherwise is a declared one left null:
+//! pending (`OutputsPending`) unless the role gives null a meaning of its own.
 //!
 //! Violations name the output and the rule they break, never the value: outputs may be sensitive.
 
@@ -37,6 +38,10 @@ use std::fmt;
 pub const MAX_PROVIDER_ID: usize = 512;
 /// The longest failure-domain name, in characters.
 pub const MAX_FAILURE_DOMAIN: usize = 256;
+/// The root output in which the runner lists the role's contract outputs the module does not
+/// declare (Module Contract "Null semantics": an absent output is `OutputsMissing`).
+pub const UNDECLARED_OUTPUTS: &str = "captf_undeclared_outputs";
+
 /// The most failure domains a cluster may report.
 pub const MAX_FAILURE_DOMAINS: usize = 100;
 /// The longest address, in characters.
@@ -247,7 +252,8 @@ impl fmt::Display for OutputsReason {
 /// What decoding found wrong (or not) with a role's outputs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct OutputsVerdict {
-    /// Contract outputs absent from state, when none of the role's outputs is there at all.
+    /// Contract outputs the module does not declare ([`UNDECLARED_OUTPUTS`]), or all of them
+    /// when none of the role's outputs is in the state at all.
     pub missing: Vec<&'static str>,
     /// Required outputs that are still null.
     pub pending: Vec<&'static str>,
@@ -298,7 +304,8 @@ impl OutputsVerdict {
     pub fn message(&self) -> String {
         match self.reason() {
             OutputsReason::OutputsMissing => format!(
-                "The state has none of the role's contract outputs ({}); the module must declare them",
+                "The module does not declare the contract outputs {} of its role: declare each \
+                 one (its value may be null until known) and publish a new module image",
                 self.missing.join(", ")
             ),
             OutputsReason::OutputsPending => {
@@ -419,20 +426,39 @@ const HEALTH_STATES: &[&str] = &[
     "unknown",
 ];
 
+/// The names the runner listed in [`UNDECLARED_OUTPUTS`]; none when the output is absent or not
+/// a list of strings (a state written before the runner recorded it).
+fn undeclared(outputs: &RootOutputs) -> Vec<&str> {
+    output(outputs, UNDECLARED_OUTPUTS)
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
 /// Looks an output up; `None` when absent or null (the two are the same in state).
 pub(crate) fn output<'a>(outputs: &'a RootOutputs, name: &str) -> Option<&'a Value> {
     outputs.get(name).map(|o| &o.value).filter(|v| !v.is_null())
 }
 
-/// Records every name as missing when none of them is in `outputs`, and returns whether it did;
-/// otherwise records each of them whose value could not be decoded as [`Rule::Undecodable`].
+/// Records as missing the names the runner listed in [`UNDECLARED_OUTPUTS`], or every name when
+/// none of them is in `outputs`, and returns whether it recorded any; otherwise records each of
+/// them whose value could not be decoded as [`Rule::Undecodable`].
 pub(crate) fn check_missing(
     outputs: &RootOutputs,
     names: &[&'static str],
     verdict: &mut OutputsVerdict,
 ) -> bool {
-    if !names.iter().any(|n| outputs.contains_key(*n)) {
+    let undeclared = undeclared(outputs);
+    verdict.missing.extend(
+        names
+            .iter()
+            .filter(|n| undeclared.iter().any(|u| u == *n))
+            .copied(),
+    );
+    if verdict.missing.is_empty() && !names.iter().any(|n| outputs.contains_key(*n)) {
         verdict.missing.extend_from_slice(names);
+    }
+    if !verdict.missing.is_empty() {
         return true;
     }
     for name in names {

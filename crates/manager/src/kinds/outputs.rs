@@ -10,7 +10,7 @@ use api::cluster::TerraformCluster;
 use api::constants::{annotations, conditions as ctype, events, reasons};
 use api::machine::TerraformMachine;
 use api::status::{FailureDomain, MachineAddress};
-use contract::health::{ConditionStatus, HealthCondition, HealthReason, HealthState};
+use contract::health::{ConditionStatus, HealthCondition, HealthState};
 use contract::outputs::{
     OutputsVerdict, decode_cluster_outputs, decode_machine_outputs, provider_id_change,
 };
@@ -81,8 +81,7 @@ pub(crate) fn set_health(conds: &mut Findings, h: &HealthCondition) {
 }
 
 /// Applies the outputs of a read state to the object's status; what it would write to the spec
-/// (once) comes back in [`Applied::spec_patch`]. `sampled`: a refresh or drift Job finished in
-/// this pass, so the reading is a new health sample.
+/// (once) comes back in [`Applied::spec_patch`].
 #[allow(clippy::too_many_arguments)]
 pub fn apply(
     ctx: &Context,
@@ -91,7 +90,6 @@ pub fn apply(
     summary: &StateSummary,
     durable_tfvars: &Value,
     applied: bool,
-    sampled: bool,
     facts: &mut StatusFacts,
     conds: &mut Findings,
     outbox: &mut Outbox,
@@ -115,7 +113,6 @@ pub fn apply(
             summary,
             durable_tfvars,
             applied,
-            sampled,
             facts,
             conds,
             outbox,
@@ -284,7 +281,6 @@ fn machine(
     summary: &StateSummary,
     durable_tfvars: &Value,
     applied: bool,
-    sampled: bool,
     facts: &mut StatusFacts,
     conds: &mut Findings,
     outbox: &mut Outbox,
@@ -333,18 +329,11 @@ fn machine(
         });
     }
 
-    // Health: a vanished instance after provisioning is terminated, whatever health says, once
-    // a second consecutive sample confirms it.
+    // Health: a vanished instance after provisioning is terminated, whatever health says, on
+    // the first sample that shows it (Drift and Health; Machine Remediation "Terminated
+    // instances").
     if was_provisioned && out.provider_id.is_none() {
-        let previous = conds
-            .before()
-            .iter()
-            .find(|c| c.type_ == ctype::INFRASTRUCTURE_HEALTHY)
-            .and_then(|c| HealthReason::parse(&c.reason));
-        set_health(
-            conds,
-            &HealthCondition::provider_id_missing(previous, sampled),
-        );
+        set_health(conds, &HealthCondition::instance_vanished());
     } else if let Some(h) = &out.health
         && (provisioned || h.state != HealthState::Pending)
     {

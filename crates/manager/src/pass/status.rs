@@ -354,6 +354,7 @@ pub fn last_run(run: &FinishedRun) -> LastRun {
         add: Some(bounded_count(d.add)),
         change: Some(bounded_count(d.change)),
         destroy: Some(bounded_count(d.destroy)),
+        forget: (d.forget > 0).then(|| bounded_count(d.forget)),
         resources: bounded_list(&d.resources, items, each),
     });
     LastRun {
@@ -382,6 +383,7 @@ pub fn plan_preview(record: &JobRecord, plan: &PlanDoc) -> Option<PlanPreview> {
         add: Some(bounded_count(plan.add)),
         change: Some(bounded_count(plan.change)),
         destroy: Some(bounded_count(plan.destroy)),
+        forget: (plan.forget > 0).then(|| bounded_count(plan.forget)),
         resources: bounded_list(&plan.resources, items, each),
         truncated: (plan.truncated || plan.resources.len() > items).then_some(true),
         created_at: record.finished.and_then(crate::pass::status::to_time),
@@ -631,6 +633,7 @@ mod tests {
                 add: u64::MAX,
                 change: 1 << 40,
                 destroy: 0,
+                forget: 7,
                 resources: (0..90)
                     .map(|_| long.clone())
                     .chain([String::new()])

@@ -570,8 +570,8 @@ fn drift_job_conditions(
                         ConditionStatus::True,
                         reason,
                         &format!(
-                            "Drift Job {job} found drift: {} to add, {} to change, {} to destroy",
-                            d.add, d.change, d.destroy
+                            "Drift Job {job} found drift: {}",
+                            contract::plan::counts_phrase(d.add, d.change, d.destroy, d.forget)
                         ),
                     );
                 } else {
@@ -781,7 +781,12 @@ fn count_drift(metrics: &Metrics, kind: &str, result: Option<&ResultDocument>) {
     let Some(d) = result.and_then(|r| r.drift.as_ref()).filter(|d| d.detected) else {
         return;
     };
-    for (action, n) in [("add", d.add), ("change", d.change), ("destroy", d.destroy)] {
+    for (action, n) in [
+        ("add", d.add),
+        ("change", d.change),
+        ("destroy", d.destroy),
+        ("forget", d.forget),
+    ] {
         if n > 0 {
             metrics.drift_resources(kind, action, n);
         }
@@ -822,7 +827,8 @@ fn plan_to_status(
     let changes = plan
         .add
         .saturating_add(plan.change)
-        .saturating_add(plan.destroy);
+        .saturating_add(plan.destroy)
+        .saturating_add(plan.forget);
     if plan_preview(record, plan).is_none() {
         // No approval could name it (the annotation carries the hash): nothing to show.
         p.findings.set(
@@ -860,8 +866,9 @@ fn plan_to_status(
         p.outbox.normal(
             events::PLAN_READY,
             format!(
-                "Plan of Job {}: {} to add, {} to change, {} to destroy; approve with: {command}",
-                record.name, plan.add, plan.change, plan.destroy
+                "Plan of Job {}: {}; approve with: {command}",
+                record.name,
+                contract::plan::counts_phrase(plan.add, plan.change, plan.destroy, plan.forget)
             ),
         );
     }
@@ -1013,6 +1020,9 @@ pub fn count(metrics: &Metrics, p: &Pass<'_>, kept: &Kept, records: &[JobRecord]
             metrics.resources_changed(kind, op, "add", c.add);
             metrics.resources_changed(kind, op, "change", c.change);
             metrics.resources_changed(kind, op, "destroy", c.destroy);
+            if c.forget > 0 {
+                metrics.resources_changed(kind, op, "forget", c.forget);
+            }
         }
     }
     if let (Some(s), Some(created)) = (&kept.report.started, &kept.created) {
@@ -1298,6 +1308,47 @@ mod tests {
                 Some("h2:abc")
             );
         }
+    }
+
+    /// Plan Approval: a plan that only forgets resources has changes; it waits for approval and
+    /// its PlanReady event carries the forget count (it showed 0/0/0 and no waiting before).
+    #[tokio::test]
+    async fn a_plan_that_only_forgets_waits_for_approval_with_its_forget_count() {
+        let ctx = offline_context();
+        let target = crate::runtime::context::Target::Cluster(Box::new(
+            api::cluster::TerraformCluster::new("c", api::cluster::TerraformClusterSpec::default()),
+        ));
+        let mut p = Pass::new(&ctx, &target);
+        let mut record =
+            job_record(&finished_job(false), Some(JobOutcome::Succeeded), false).unwrap();
+        record.operation = Operation::Plan;
+        record.inputs_hash = "h2:abc".into();
+        let plan = contract::result::PlanDoc {
+            hash: format!("p1:{}", "b".repeat(64)),
+            forget: 2,
+            resources: vec!["module.role.terraform_data.a (forget)".into()],
+            ..contract::result::PlanDoc::default()
+        };
+        plan_to_status(&mut p, &record, JobOutcome::Succeeded, &plan);
+        assert_eq!(
+            p.findings.reason(ctype::APPLY_JOB_SUCCEEDED),
+            Some(reasons::PLAN_AWAITING_APPROVAL)
+        );
+        let ready = p
+            .outbox
+            .events()
+            .iter()
+            .find(|e| e.reason == events::PLAN_READY)
+            .unwrap_or_else(|| panic!("no PlanReady: {:?}", p.outbox.events()));
+        assert!(
+            ready
+                .note
+                .contains(": 0 to add, 0 to change, 0 to destroy, 2 to forget;"),
+            "{}",
+            ready.note
+        );
+        let preview = plan_preview(&record, &plan).unwrap_or_else(|| panic!("a preview"));
+        assert_eq!(preview.forget, Some(2));
     }
 
     /// A plan Job that succeeded without a plan an approval could name is marked

@@ -700,7 +700,6 @@ fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) {
         s,
         o.durable.kept_variables(),
         applied,
-        sampled,
         &mut p.facts,
         &mut p.findings,
         &mut p.outbox,

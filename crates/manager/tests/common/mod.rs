@@ -624,10 +624,11 @@ async fn role_variant_image(
     }
     std::fs::write(dir.path().join("extra.tf"), extra_tf).unwrap();
     // A variant may stand in for outputs of the module: its `extra.tf` declares them, and the
-    // originals are dropped here.
+    // originals are dropped here. A comment `# undeclared output NAME` drops one for good.
     for output in ["health", "provider_id"] {
         let block = format!("output \"{output}\"");
-        if !extra_tf.contains(&block) {
+        let undeclared = format!("# undeclared output {output}\n");
+        if !extra_tf.contains(&block) && !extra_tf.contains(&undeclared) {
             continue;
         }
         let outputs = dir.path().join("outputs.tf");
@@ -664,6 +665,24 @@ async fn role_variant_image(
         .await
         .unwrap();
     format!("{host}/{repo}:v1")
+}
+
+static UNDECLARING: OnceCell<String> = OnceCell::const_new();
+
+/// A machine module that does not declare the contract output `provider_id`.
+pub async fn undeclaring_machine_image(env: &testenv::TestEnv) -> String {
+    UNDECLARING
+        .get_or_init(|| async {
+            role_variant_image(
+                env,
+                "machine",
+                "captf/undeclaring-machine",
+                "# undeclared output provider_id\n",
+            )
+            .await
+        })
+        .await
+        .clone()
 }
 
 static SLOW: OnceCell<String> = OnceCell::const_new();

@@ -361,6 +361,15 @@ impl Fixture {
     }
 
     /// Deletes every runner event on the owning object (so the next run's can be told apart).
+    /// The note of the first event with `reason`; fails the test when there is none.
+    pub async fn event_note(&self, reason: &str) -> String {
+        let events = self.events().await;
+        match events.into_iter().find(|e| e.0 == reason) {
+            Some(e) => e.2,
+            None => panic!("no {reason} event"),
+        }
+    }
+
     pub async fn clear_events(&self) {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &self.ns);
         let _ = api
