@@ -525,3 +525,78 @@ async fn a_backup_is_its_serial_and_its_content_across_restores() {
     );
     mgr.stop().await;
 }
+
+/// `--state-backups=0` takes no new backups but leaves the existing ones in place and restorable
+/// (book: Terraform State, "--state-backups=0 takes no new backups but leaves existing ones in
+/// place and restorable"). A backup taken under the default count stays through a new apply
+/// under 0, which backs nothing up, and a restore of it still puts its state back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_backups_takes_none_and_keeps_the_existing_ones_restorable() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = slow_image(env).await;
+    let ns = env.namespace("nobackups").await.unwrap();
+    identity(
+        &client,
+        "id-nobackups",
+        &[ns.as_str()],
+        "planted-nobackups-1",
+    )
+    .await;
+    let mgr = start_manager(&client, &ns, &images, "manager-nobackups");
+    let spec = json!({"variables": {"token": "one"}});
+    cluster_with_spec(&client, &ns, "zero", "id-nobackups", &image, spec).await;
+    let first = serial_of(&applied_and_backed_up(&client, &ns, "zero", "one").await);
+    wait_ready(&client, &ns, "TerraformCluster", "zero", "True", LONG).await;
+    mgr.stop().await;
+
+    let mgr = start_manager_with(&client, &ns, &images, "manager-nobackups-0", |s| {
+        s.state_backups = 0;
+    });
+    set_token(&client, &ns, "zero", "two").await;
+    let two = sha256_hex("two");
+    let live = eventually(LONG, "token two applied", || async {
+        let live = live_state(&client, &ns, "zero").await;
+        (token_hash_of(&live).as_deref() == Some(two.as_str())).then_some(live)
+    })
+    .await;
+    assert!(serial_of(&live) > first);
+    // The passes after the apply read the new serial (observedStateSerial) and back nothing up.
+    eventually(LONG, "the new serial read", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "zero").await;
+        (tc["status"]["observedStateSerial"].as_u64() == Some(serial_of(&live))).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let sets = backups(&client, &ns, "zero").await;
+    assert_eq!(sets.keys().copied().collect::<Vec<_>>(), [first]);
+    let tc = get_json(&client, &ns, TC, "TerraformCluster", "zero").await;
+    let listed: Vec<u64> = tc["status"]["stateBackups"]
+        .as_array()
+        .map(|l| l.iter().map(|b| b["serial"].as_u64().unwrap()).collect())
+        .unwrap_or_default();
+    assert_eq!(listed, [first], "{tc}");
+    let enc = mgr.metrics.encode();
+    assert_eq!(
+        metric_sum(&enc, "captf_state_backups_total", &["result=\"taken\""]),
+        0
+    );
+
+    // Still restorable: the restore puts the backup's state (token one) back.
+    restore_then_apply(&client, &ns, "zero", first, "one").await;
+    let one = sha256_hex("one");
+    eventually(LONG, "the backup's state back", || async {
+        let live = live_state(&client, &ns, "zero").await;
+        (token_hash_of(&live).as_deref() == Some(one.as_str())).then_some(())
+    })
+    .await;
+    assert_eq!(
+        backups(&client, &ns, "zero")
+            .await
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        [first]
+    );
+}
