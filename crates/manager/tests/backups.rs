@@ -237,19 +237,30 @@ async fn a_restore_puts_back_the_backup_and_the_next_apply_proceeds_from_it() {
     let second = applied_and_backed_up(&client, &ns, "restored", "second").await;
     let wanted = serial_of(&first);
 
-    // Runbook step 1: the backups, from the status.
-    let tc = eventually(LONG, "both backups listed", || async {
+    // Runbook step 1: the backups, from the status, newest first (a serial the passes read
+    // after the second apply may be listed before it).
+    let deadline = tokio::time::Instant::now() + LONG;
+    let listed = loop {
         let tc = get_json(&client, &ns, TC, "TerraformCluster", "restored").await;
-        (tc["status"]["stateBackups"].as_array().map(Vec::len) == Some(2)).then_some(tc)
-    })
-    .await;
-    let listed: Vec<u64> = tc["status"]["stateBackups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["serial"].as_u64().unwrap())
-        .collect();
-    assert_eq!(listed, [serial_of(&second), wanted]);
+        let listed: Vec<u64> = tc["status"]["stateBackups"]
+            .as_array()
+            .map(|l| l.iter().filter_map(|b| b["serial"].as_u64()).collect())
+            .unwrap_or_default();
+        if listed.contains(&serial_of(&second)) && listed.contains(&wanted) {
+            break listed;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "both backups never listed; backup Secrets {:?}, status {:#}",
+            backups(&client, &ns, "restored")
+                .await
+                .keys()
+                .collect::<Vec<_>>(),
+            tc["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(listed.windows(2).all(|w| w[0] > w[1]), "{listed:?}");
 
     // Step 2: annotate. Step 3: wait for the restore and the annotation's removal.
     annotate(&client, &ns, "restored", Some(&wanted.to_string())).await;
