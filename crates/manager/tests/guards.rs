@@ -621,7 +621,7 @@ async fn one_apply_per_attempt_and_one_success(
         j.metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get("captf.infrastructure.cluster.x-k8s.io/attempt"))
+            .and_then(|l| l.get(api::constants::labels::ATTEMPT))
             .cloned()
             .unwrap_or_default()
     };
@@ -632,16 +632,12 @@ async fn one_apply_per_attempt_and_one_success(
         "{name}: {:?}",
         job_outcomes(applies)
     );
-    let succeeded = applies
+    let (succeeded, failed): (Vec<&Job>, Vec<&Job>) = applies
         .iter()
-        .filter(|j| j.status.as_ref().and_then(|s| s.succeeded) == Some(1))
-        .count();
-    assert_eq!(succeeded, 1, "{name}: {:?}", job_outcomes(applies));
+        .partition(|j| j.status.as_ref().and_then(|s| s.succeeded) == Some(1));
+    assert_eq!(succeeded.len(), 1, "{name}: {:?}", job_outcomes(applies));
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    for job in applies
-        .iter()
-        .filter(|j| j.status.as_ref().and_then(|s| s.succeeded) != Some(1))
-    {
+    for job in failed {
         let job_name = job.metadata.name.clone().unwrap_or_default();
         let listed = pods
             .list(&ListParams::default().labels(&format!("job-name={job_name}")))

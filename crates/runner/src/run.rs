@@ -615,13 +615,11 @@ impl Runner {
             c.change,
             c.destroy
         );
-        if c.import > 0 {
-            use std::fmt::Write as _;
-            let _ = write!(note, ", {} imported", c.import);
-        }
-        if c.forget > 0 {
-            use std::fmt::Write as _;
-            let _ = write!(note, ", {} forgotten", c.forget);
+        for (n, what) in [(c.import, "imported"), (c.forget, "forgotten")] {
+            if n > 0 {
+                use std::fmt::Write as _;
+                let _ = write!(note, ", {n} {what}");
+            }
         }
         self.events.emit(
             EventType::Normal,
