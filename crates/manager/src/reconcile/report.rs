@@ -355,6 +355,15 @@ pub fn wait_conditions(conds: &mut Conditions, reason: &WaitReason, deleting: bo
                 ),
             );
         }
+        // Revoke access: a deletion waits for the identity, and says so where the destroy's
+        // outcome is reported.
+        WaitReason::Gate(g) if g.condition == ctype::IDENTITY_ALLOWED && deleting => conds.set(
+            ctype::APPLY_JOB_SUCCEEDED,
+            ConditionStatus::False,
+            reasons::IDENTITY_NOT_ALLOWED,
+            "The destroy waits: the identity does not allow this namespace; allow it again in \
+             the identity's spec.allowedNamespaces to let the destroy run",
+        ),
         WaitReason::Gate(g)
             if g.condition == ctype::IDENTITY_ALLOWED
                 && matches!(
@@ -779,6 +788,38 @@ mod tests {
             conds.reason(ctype::APPLY_JOB_SUCCEEDED),
             Some(reasons::DESTROY_FAILED)
         );
+    }
+
+    /// Revoke access: a provisioned object deleted while its identity does not allow the
+    /// namespace says that its destroy waits for the identity; the same wait before deletion
+    /// leaves the last apply's outcome alone.
+    #[test]
+    fn a_deletion_held_by_the_identity_says_the_destroy_waits() {
+        let now = Time(k8s_openapi::jiff::Timestamp::from_second(1_700_000_000).unwrap());
+        let mut conds = Conditions::new(None, None, now);
+        conds.set(
+            ctype::APPLY_JOB_SUCCEEDED,
+            ConditionStatus::True,
+            reasons::APPLY_SUCCEEDED,
+            "",
+        );
+        let waiting = WaitReason::Gate(crate::pass::observed::GateBlock {
+            condition: ctype::IDENTITY_ALLOWED,
+            reason: reasons::NAMESPACE_NOT_ALLOWED,
+        });
+        wait_conditions(&mut conds, &waiting, false);
+        assert_eq!(
+            conds.reason(ctype::APPLY_JOB_SUCCEEDED),
+            Some(reasons::APPLY_SUCCEEDED)
+        );
+        wait_conditions(&mut conds, &waiting, true);
+        assert_eq!(conds.status(ctype::APPLY_JOB_SUCCEEDED), Some("False"));
+        assert_eq!(
+            conds.reason(ctype::APPLY_JOB_SUCCEEDED),
+            Some(reasons::IDENTITY_NOT_ALLOWED)
+        );
+        let message = &conds.get(ctype::APPLY_JOB_SUCCEEDED).unwrap().message;
+        assert!(message.contains("destroy waits"), "{message}");
     }
 
     #[test]

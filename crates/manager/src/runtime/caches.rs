@@ -605,8 +605,6 @@ where
     store
 }
 
-fn ignore<K>(_: &watcher::Event<K>) {}
-
 /// The caches, the triggers they feed, and the future that runs their watches (it never ends;
 /// drop it to stop them).
 pub fn start(
@@ -705,10 +703,12 @@ pub fn start(
     let secrets = Api::<Meta<Secret>>::all(c.clone());
     let secrets = informed(w, secrets, all(), "secrets", on_secret(wake.clone()));
     let sas = api_for::<Meta<ServiceAccount>>(c, ns);
-    let service_accounts = informed(w, sas, all(), "serviceaccounts", ignore);
+    let on_sa = on_service_account(wake.clone());
+    let service_accounts = informed(w, sas, all(), "serviceaccounts", on_sa);
     let runner = all().fields(&format!("metadata.name={RUNNER}"));
     let rbs = api_for::<RoleBinding>(c, ns);
-    let role_bindings = informed(w, rbs, runner, "rolebindings", ignore);
+    let on_rb = on_role_binding(wake.clone());
+    let role_bindings = informed(w, rbs, runner, "rolebindings", on_rb);
     let leases = informed(
         w,
         api_for(c, ns),
@@ -1392,6 +1392,52 @@ fn on_namespace(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Namespace>>) + Se
         let first = !seen.0.contains_key(&key);
         if seen.changed(key, fingerprint(&n.metadata.labels)) && !first {
             wake.everyone(n.metadata.name.as_deref());
+        }
+    }
+}
+
+/// A ServiceAccount wakes the objects of its namespace when it appears after the initial list
+/// or its `captf.io/runner` opt-in label changes: an object held at
+/// `RunnerRBACReady=False/ServiceAccountNotOptedIn` goes on as soon as its override is created or
+/// labelled (RBAC "Opting in a ServiceAccount"). CAPTF's own `captf-runner` wakes no one.
+fn on_service_account(wake: Wake) -> impl FnMut(&watcher::Event<Meta<ServiceAccount>>) + Send {
+    let mut seen = Seen::default();
+    move |event| {
+        let Some((sa, deleted)) = touched(event) else {
+            return;
+        };
+        if sa.metadata.name.as_deref() == Some(RUNNER) {
+            return;
+        }
+        let key = key_of(sa);
+        let opt_in = || {
+            let labels = sa.metadata.labels.as_ref();
+            fingerprint(&labels.and_then(|l| l.get(labels::RUNNER)))
+        };
+        let changed = seen.changed_or_gone(key, deleted, opt_in);
+        if changed && matches!(event, watcher::Event::Apply(_)) {
+            wake.everyone(sa.metadata.namespace.as_deref());
+        }
+    }
+}
+
+/// The `captf-runner` RoleBinding wakes the objects of its namespace when it goes, or when one
+/// CAPTF does not manage (no `captf.io/managed=true` label) appears or changes: the first makes
+/// the next pass create it again, the second is `RunnerRBACReady=False/RBACFailed` at once
+/// (RBAC "The runner RoleBinding"). CAPTF's own writes of its binding wake no one.
+fn on_role_binding(wake: Wake) -> impl FnMut(&watcher::Event<RoleBinding>) + Send {
+    move |event| {
+        let Some((rb, deleted)) = touched(event) else {
+            return;
+        };
+        let ours = rb
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::MANAGED))
+            .is_some_and(|v| v == "true");
+        if deleted || (!ours && matches!(event, watcher::Event::Apply(_))) {
+            wake.everyone(rb.metadata.namespace.as_deref());
         }
     }
 }
