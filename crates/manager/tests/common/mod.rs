@@ -779,6 +779,35 @@ resource "terraform_data" "fails" {
         .clone()
 }
 
+static MODULELESS: OnceCell<String> = OnceCell::const_new();
+
+/// An image that breaks the image contract: the runtime is there, `/captf/module` is not (a
+/// user who pushed the base image instead of the module image).
+pub async fn moduleless_image(env: &testenv::TestEnv) -> String {
+    MODULELESS
+        .get_or_init(|| async {
+            let host = env.registry().unwrap().host();
+            let tofu = testenv::testbin::path("tofu").unwrap();
+            let base = tokio::task::spawn_blocking(move || tofu_base_layer(&tofu))
+                .await
+                .unwrap()
+                .unwrap();
+            ImageBuilder::new()
+                .layer_blob(base)
+                .user("65532:65532")
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .label("io.captf.contract", "v1alpha1")
+                .label("io.captf.role", "cluster")
+                .label("io.captf.runtime", "tofu")
+                .push(&host, "captf/moduleless", "v1")
+                .await
+                .unwrap();
+            format!("{host}/captf/moduleless:v1")
+        })
+        .await
+        .clone()
+}
+
 /// A client authenticated as the manager's ServiceAccount, bound to exactly the ClusterRole of
 /// `config/rbac/role.yaml`: a manager running with it proves the role grants what it needs.
 pub async fn manager_client(env: &TestEnv, admin: &Client) -> Client {
