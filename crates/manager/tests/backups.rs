@@ -611,3 +611,82 @@ async fn zero_backups_takes_none_and_keeps_the_existing_ones_restorable() {
         [first]
     );
 }
+
+/// Terraform State "Restore" and the restore runbook: a restore whose Job fails (here the
+/// backup's content was damaged after it was taken, so `state push` has nothing it can read) is
+/// `RestoreJobSucceeded=False/RestoreFailed`, keeps the annotation for the user, leaves the live
+/// state as it was, and is not retried for the same serial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_restore_is_not_retried_for_the_same_serial() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("restore-failed").await.unwrap();
+    identity(&client, "id-restore-failed", &[ns.as_str()], "planted-rf-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-restore-failed");
+    cluster(
+        &client,
+        &ns,
+        "damaged",
+        "id-restore-failed",
+        &images.cluster,
+    )
+    .await;
+    let (before, serial) = eventually(LONG, "the first apply backed up", || async {
+        let live = live_state(&client, &ns, "damaged").await;
+        if live.is_empty() {
+            return None;
+        }
+        let serial = serial_of(&live);
+        backups(&client, &ns, "damaged")
+            .await
+            .contains_key(&serial)
+            .then_some((live, serial))
+    })
+    .await;
+    let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    for secret in &backups(&client, &ns, "damaged").await[&serial] {
+        let name = secret.metadata.name.as_deref().unwrap();
+        let junk = base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            b"not a gzip stream",
+        );
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"tfstate": junk}})),
+        )
+        .await
+        .unwrap();
+    }
+
+    let value = serial.to_string();
+    annotate(&client, &ns, "damaged", Some(&value)).await;
+    let tc = eventually(LONG, "RestoreJobSucceeded=False/RestoreFailed", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "damaged").await;
+        (condition(&tc, "RestoreJobSucceeded")
+            == Some(("False".to_owned(), "RestoreFailed".to_owned())))
+        .then_some(tc)
+    })
+    .await;
+    assert_eq!(
+        tc["metadata"]["annotations"]["captf.io/restore-state"],
+        value
+    );
+    // Three more passes' worth of time: still the one restore Job, the state as it was.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(
+        op_jobs(&jobs_of(&client, &ns, "damaged").await, "restore").len(),
+        1
+    );
+    assert_eq!(live_state(&client, &ns, "damaged").await, before);
+    assert_eq!(
+        metric_sum(
+            &mgr.metrics.encode(),
+            "captf_state_restores_total",
+            &["result=\"failed\""]
+        ),
+        1
+    );
+    assert!(!events_json(&client, &ns).await.contains("planted-rf-1"));
+}

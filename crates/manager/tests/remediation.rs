@@ -281,3 +281,75 @@ async fn shortcut_taken(client: &kube::Client, ns: &str) -> Value {
     assert_eq!(a["cluster.x-k8s.io/remediate-machine"], "");
     terminated(client, ns).await
 }
+
+/// The machine's `InfrastructureHealthy` and `Ready` for the current knob, once it reads `reason`.
+async fn health_reads(client: &kube::Client, ns: &str, reason: &str) -> (String, String, u64) {
+    eventually(LONG, &format!("InfrastructureHealthy {reason}"), || async {
+        let tm = get_json(client, ns, TM, "TerraformMachine", "sick").await;
+        let (status, got) = condition(&tm, "InfrastructureHealthy")?;
+        let ready = condition(&tm, "Ready")?.0;
+        let samples = tm["status"]["unhealthySamples"].as_u64().unwrap_or(0);
+        (got == reason).then_some((status, ready, samples))
+    })
+    .await
+}
+
+/// Drift and Health "Health" (book l.2030) and "Unhealthy samples", from real module outputs:
+/// `degraded` and `stopped` read `InfrastructureHealthy=False` (`InstanceDegraded`,
+/// `InstanceStopped`) and count as unhealthy samples; `pending` is `False/InstancePending` and
+/// `unknown` is `Unknown/HealthUnknown`, and neither moves the count; `Ready` follows (False, or
+/// Unknown for an unknown health); running and healthy again resets the count. Below the
+/// threshold the Machine is never annotated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_health_state_a_module_reports_reads_as_the_book_says() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("healthstates").await.unwrap();
+    identity(&client, "id-healthstates", &[ns.as_str()], "planted-hs-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-healthstates");
+    provisioned_machine(&client, env, &images, &ns, "id-healthstates", 100).await;
+
+    set_drift_knob(&client, &ns, "degraded").await;
+    let (status, ready, _) = health_reads(&client, &ns, "InstanceDegraded").await;
+    assert_eq!((status.as_str(), ready.as_str()), ("False", "False"));
+    eventually(LONG, "degraded samples are counted", || async {
+        (samples(&client, &ns).await >= Some(2)).then_some(())
+    })
+    .await;
+
+    set_drift_knob(&client, &ns, "stopped").await;
+    let (status, ready, before) = health_reads(&client, &ns, "InstanceStopped").await;
+    assert_eq!((status.as_str(), ready.as_str()), ("False", "False"));
+    eventually(LONG, "stopped samples are counted", || async {
+        (samples(&client, &ns).await > Some(before)).then_some(())
+    })
+    .await;
+
+    for (knob, reason, status, ready) in [
+        ("pending", "InstancePending", "False", "False"),
+        ("unknown", "HealthUnknown", "Unknown", "Unknown"),
+    ] {
+        set_drift_knob(&client, &ns, knob).await;
+        let (got, got_ready, count) = health_reads(&client, &ns, reason).await;
+        assert_eq!(
+            (got.as_str(), got_ready.as_str()),
+            (status, ready),
+            "{knob}"
+        );
+        // Two more checks (one every 5 s) leave the count where it was.
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        assert_eq!(samples(&client, &ns).await.unwrap_or(0), count, "{knob}");
+    }
+
+    set_drift_knob(&client, &ns, "steady").await;
+    let (status, ready, _) = health_reads(&client, &ns, "Healthy").await;
+    assert_eq!((status.as_str(), ready.as_str()), ("True", "True"));
+    eventually(LONG, "the count starts over", || async {
+        (samples(&client, &ns).await.unwrap_or(0) == 0).then_some(())
+    })
+    .await;
+    let a = machine_annotations(&client, &ns).await;
+    assert!(a.get("captf.io/remediation-requested").is_none(), "{a}");
+    assert!(!events_json(&client, &ns).await.contains("planted-hs-1"));
+}

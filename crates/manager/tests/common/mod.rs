@@ -1151,7 +1151,8 @@ static AILING: OnceCell<String> = OnceCell::const_new();
 
 /// A machine module whose `health` output follows the knob of [`set_drift_knob`] (read like
 /// [`drifting_image`] does, from outside its inputs): `unhealthy` reads running but unhealthy,
-/// `terminated` reads terminated, anything else running and healthy; `vanished` also turns its
+/// `terminated`, `degraded`, `stopped`, `pending` and `unknown` read that state (not healthy),
+/// anything else running and healthy; `vanished` also turns its
 /// `provider_id` null, as when the instance disappeared from the state; `gone` makes the refresh
 /// itself fail the way a provider's read of a deleted instance does (a lookup that finds
 /// nothing: `Error: Unable to find remote state`), leaving the state's outputs as they were.
@@ -1162,7 +1163,8 @@ pub async fn ailing_machine_image(env: &testenv::TestEnv) -> String {
                 "{KNOB_TF}{}",
                 r#"
 locals {
-  ails = contains(["unhealthy", "terminated"], local.knob)
+  states = ["terminated", "degraded", "stopped", "pending", "unknown"]
+  ails   = local.knob == "unhealthy" || contains(local.states, local.knob)
 }
 
 data "terraform_remote_state" "instance" {
@@ -1177,7 +1179,7 @@ output "provider_id" {
 
 output "health" {
   value = {
-    state   = local.knob == "terminated" ? "terminated" : "running"
+    state   = contains(local.states, local.knob) ? local.knob : "running"
     healthy = !local.ails
     message = local.ails ? "the test says so" : null
     reasons = []
