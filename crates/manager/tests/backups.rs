@@ -690,3 +690,62 @@ async fn a_failed_restore_is_not_retried_for_the_same_serial() {
     );
     assert!(!events_json(&client, &ns).await.contains("planted-rf-1"));
 }
+
+/// Terraform State "Backups": the serial a destroy writes is not backed up (the object is being
+/// deleted); the backups taken before go with the object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_backup_is_taken_while_deleting() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("backup-deleting").await.unwrap();
+    identity(
+        &client,
+        "id-backup-deleting",
+        &[ns.as_str()],
+        "planted-bd-1",
+    )
+    .await;
+    let mgr = start_manager(&client, &ns, &images, "manager-backup-deleting");
+    cluster(&client, &ns, "going", "id-backup-deleting", &images.cluster).await;
+    let serial = eventually(LONG, "the first apply backed up", || async {
+        let live = live_state(&client, &ns, "going").await;
+        if live.is_empty() {
+            return None;
+        }
+        let serial = serial_of(&live);
+        backups(&client, &ns, "going")
+            .await
+            .contains_key(&serial)
+            .then_some(serial)
+    })
+    .await;
+    let taken = || {
+        metric_sum(
+            &mgr.metrics.encode(),
+            "captf_state_backups_total",
+            &["result=\"taken\""],
+        )
+    };
+    let before = taken();
+    assert!(before >= 1);
+    delete(&client, &ns, TC, "TerraformCluster", "going").await;
+    eventually(LONG, "the cluster is gone", || async {
+        get_json_opt(&client, &ns, TC, "TerraformCluster", "going")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let destroyed = metric_sum(
+        &mgr.metrics.encode(),
+        "captf_jobs_total",
+        &["op=\"destroy\"", "result=\"succeeded\""],
+    );
+    assert_eq!(destroyed, 1, "a destroy ran and wrote its serial");
+    assert_eq!(
+        taken(),
+        before,
+        "the destroy's serial after {serial} was not backed up"
+    );
+}

@@ -767,3 +767,76 @@ async fn the_run_pipeline_latency_is_populated(url: &str) {
         }
     }
 }
+
+/// Job Policy "successfulJobsHistoryLimit" (book: finished Jobs kept per operation, the newest
+/// success always kept): under a limit of 1, three applies leave only the newest apply Job, and
+/// the drift checks running meanwhile keep their own newest Job beside it; pruning one operation
+/// never removes another's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_jobs_are_pruned_per_operation() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = slow_image(env).await;
+    let ns = env.namespace("history").await.unwrap();
+    identity(&client, "id-history", &[ns.as_str()], "planted-history-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-history");
+    cluster_with_spec(
+        &client,
+        &ns,
+        "pruned",
+        "id-history",
+        &image,
+        json!({"variables": {"token": "first"},
+               "jobs": {"successfulJobsHistoryLimit": 1},
+               "drift": {"intervalSeconds": 5}}),
+    )
+    .await;
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    for token in ["first", "second", "third"] {
+        tcs.patch(
+            "pruned",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"variables": {"token": token}}})),
+        )
+        .await
+        .unwrap();
+        let want = hex::encode(Sha256::digest(token.as_bytes()));
+        eventually(LONG, &format!("token {token} applied"), || async {
+            get_json_opt(&client, &ns, "v1", "Secret", &state_secret(&ns)).await?;
+            let doc = state_document(&client, &ns, ObjectKind::Cluster, "pruned").await;
+            doc.to_string().contains(&want).then_some(())
+        })
+        .await;
+    }
+    let (apply, drift) = eventually(LONG, "one Job kept per operation", || async {
+        let jobs = jobs_of(&client, &ns, "pruned").await;
+        let enc = mgr.metrics.encode();
+        let succeeded = |op: &str| {
+            metric_sum(
+                &enc,
+                "captf_jobs_total",
+                &[&format!("op=\"{op}\""), "result=\"succeeded\""],
+            )
+        };
+        let (applies, drifts) = (succeeded("apply"), succeeded("drift"));
+        let (apply, drift) = (op_jobs(&jobs, "apply"), op_jobs(&jobs, "drift"));
+        (applies >= 3 && drifts >= 2 && apply.len() == 1 && drift.len() == 1)
+            .then_some((apply, drift))
+    })
+    .await;
+    assert!(apply[0].metadata.name.as_ref().unwrap().contains("-apply-"));
+    assert!(drift[0].metadata.name.as_ref().unwrap().contains("-drift-"));
+    assert!(
+        !events_json(&client, &ns)
+            .await
+            .contains("planted-history-1")
+    );
+}
+
+fn state_secret(ns: &str) -> String {
+    format!(
+        "tfstate-default-{}",
+        contract::names::state_suffix(ns, ObjectKind::Cluster, "pruned")
+    )
+}
