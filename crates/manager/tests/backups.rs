@@ -749,3 +749,148 @@ async fn no_backup_is_taken_while_deleting() {
         "the destroy's serial after {serial} was not backed up"
     );
 }
+
+/// The strings `terraform_data.big` holds in a decompressed state document.
+fn big_rows(doc: &Value) -> usize {
+    doc["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["type"] == "terraform_data" && r["name"] == "big")
+        .and_then(|r| r["instances"][0]["attributes"]["input"]["value"].as_array())
+        .map_or(0, Vec::len)
+}
+
+async fn set_blocks(client: &kube::Client, ns: &str, name: &str, blocks: u32, dense: bool) {
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
+    tcs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"variables": {"blocks": blocks, "dense": dense}}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// The live state once it holds `blocks` × 100 rows and its serial is backed up: its Secrets,
+/// its payload and its serial.
+async fn big_state_applied(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    blocks: usize,
+) -> (usize, Vec<u8>, u64) {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default().labels(&format!("tfstateSecretSuffix={}", suffix(ns, name)));
+    eventually(
+        LONG,
+        &format!("{blocks} blocks applied and backed up"),
+        || async {
+            let live = live_state(client, ns, name).await;
+            if live.is_empty() {
+                return None;
+            }
+            let doc: Value = serde_json::from_slice(&gunzip(&live)).ok()?;
+            let serial = doc["serial"].as_u64()?;
+            if big_rows(&doc) != blocks * 100 {
+                return None;
+            }
+            let backed_up = backups(client, ns, name).await.remove(&serial)?;
+            let base = format!("captf-state-backup-{}-{serial}", suffix(ns, name));
+            (payload(&backed_up, &base) == live).then_some(())?;
+            let secrets = api.list(&lp).await.unwrap().items.len();
+            Some((secrets, live, serial))
+        },
+    )
+    .await
+}
+
+/// Terraform State "Chunking and size caps" and "State backups", item 4 of issue 29: a state
+/// the real `runtime` writes through the `kubernetes` backend, over 1 MiB, is read by the
+/// manager (the object is Ready on its outputs), backed up byte for byte in as many chunks as the
+/// backend wrote, and restored. Terraform splits a state over 1 MiB compressed into `-part-N`
+/// Secrets; OpenTofu always writes one Secret, so its state is over 1 MiB decompressed (and
+/// compresses under the Secret limit).
+async fn a_state_over_one_mebibyte_is_read_backed_up_and_restored(runtime: &str, dense: bool) {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = big_state_image(env, runtime).await;
+    let ns = env.namespace(&format!("big-{runtime}")).await.unwrap();
+    let id = format!("id-big-{runtime}");
+    identity(&client, &id, &[ns.as_str()], "planted-big-1").await;
+    let mgr = start_manager(&client, &ns, &images, &format!("manager-big-{runtime}"));
+    cluster_with_spec(
+        &client,
+        &ns,
+        "big",
+        &id,
+        &image,
+        json!({"variables": {"blocks": 100, "dense": dense}}),
+    )
+    .await;
+    let tc = wait_ready(&client, &ns, "TerraformCluster", "big", "True", LONG).await;
+    assert_eq!(condition(&tc, "StateReadable").unwrap().0, "True", "{tc:#}");
+    let (secrets, first, first_serial) = big_state_applied(&client, &ns, "big", 100).await;
+    let decompressed = gunzip(&first).len();
+    assert!(decompressed > 1 << 20, "{decompressed} bytes decompressed");
+    if runtime == "terraform" {
+        assert!(first.len() > 1 << 20, "{} bytes compressed", first.len());
+        assert!(
+            secrets >= 2,
+            "Terraform chunked its state: {secrets} Secrets"
+        );
+    } else {
+        assert_eq!(secrets, 1, "OpenTofu writes one Secret");
+    }
+    println!(
+        "{runtime}: state of {decompressed} bytes, {} compressed, in {secrets} Secrets",
+        first.len()
+    );
+
+    set_blocks(&client, &ns, "big", 50, dense).await;
+    let (_, _, second_serial) = big_state_applied(&client, &ns, "big", 50).await;
+    assert!(second_serial > first_serial);
+
+    // Paused, the variables put back and the first serial asked for; unpaused, the restore runs
+    // and no apply follows (the restored state carries the current inputs).
+    set_paused(&client, &ns, "big", true).await;
+    eventually(LONG, "paused", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "big").await;
+        (condition(&tc, "Paused").map(|c| c.0) == Some("True".to_owned())).then_some(())
+    })
+    .await;
+    set_blocks(&client, &ns, "big", 100, dense).await;
+    annotate(&client, &ns, "big", Some(&first_serial.to_string())).await;
+    set_paused(&client, &ns, "big", false).await;
+    let tc = eventually(LONG, "RestoreJobSucceeded=True", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "big").await;
+        (condition(&tc, "RestoreJobSucceeded").map(|c| c.0) == Some("True".to_owned()))
+            .then_some(tc)
+    })
+    .await;
+    let live: Value =
+        serde_json::from_slice(&gunzip(&live_state(&client, &ns, "big").await)).unwrap();
+    let restored: Value = serde_json::from_slice(&gunzip(&first)).unwrap();
+    assert_eq!(live["resources"], restored["resources"]);
+    assert_eq!(live["lineage"], restored["lineage"]);
+    assert_eq!(condition(&tc, "StateReadable").unwrap().0, "True", "{tc:#}");
+    assert_eq!(
+        metric_sum(
+            &mgr.metrics.encode(),
+            "captf_state_restores_total",
+            &["result=\"succeeded\""]
+        ),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terraform_state_over_one_mebibyte_compressed_is_chunked_read_backed_up_and_restored() {
+    a_state_over_one_mebibyte_is_read_backed_up_and_restored("terraform", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opentofu_state_over_one_mebibyte_is_read_backed_up_and_restored() {
+    a_state_over_one_mebibyte_is_read_backed_up_and_restored("tofu", false).await;
+}

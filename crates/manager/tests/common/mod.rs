@@ -613,6 +613,18 @@ async fn role_variant_image(
     repo: &str,
     extra_tf: &str,
 ) -> String {
+    runtime_variant_image(env, role, repo, extra_tf, "tofu").await
+}
+
+/// [`role_variant_image`] on the `runtime` of the test binaries (`tofu` or `terraform`) at
+/// `/captf/runtime`, labelled for it.
+async fn runtime_variant_image(
+    env: &testenv::TestEnv,
+    role: &str,
+    repo: &str,
+    extra_tf: &str,
+    runtime: &str,
+) -> String {
     let host = env.registry().unwrap().host();
     let dir = tempfile::tempdir().unwrap();
     let noop = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -637,8 +649,8 @@ async fn role_variant_image(
         let end = start + text[start..].find("\n}\n").unwrap() + 3;
         std::fs::write(&outputs, format!("{}{}", &text[..start], &text[end..])).unwrap();
     }
-    let tofu = testenv::testbin::path("tofu").unwrap();
-    let base = tokio::task::spawn_blocking(move || tofu_base_layer(&tofu))
+    let binary = testenv::testbin::path(runtime).unwrap();
+    let base = tokio::task::spawn_blocking(move || tofu_base_layer(&binary))
         .await
         .unwrap()
         .unwrap();
@@ -660,11 +672,57 @@ async fn role_variant_image(
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .label("io.captf.contract", "v1alpha1")
         .label("io.captf.role", role)
-        .label("io.captf.runtime", "tofu")
+        .label("io.captf.runtime", runtime)
         .push(&host, repo, "v1")
         .await
         .unwrap();
     format!("{host}/{repo}:v1")
+}
+
+static BIG_STATE_TOFU: OnceCell<String> = OnceCell::const_new();
+static BIG_STATE_TERRAFORM: OnceCell<String> = OnceCell::const_new();
+
+/// A cluster module on `runtime` whose state grows with `var.blocks`: one `terraform_data`
+/// holding `blocks` × 100 strings of 128 characters, twice (its input and its output). `dense`
+/// strings are sha512 digests, which gzip only halves; otherwise they are zero-padded numbers,
+/// which gzip to almost nothing.
+pub async fn big_state_image(env: &testenv::TestEnv, runtime: &str) -> String {
+    let cell = if runtime == "terraform" {
+        &BIG_STATE_TERRAFORM
+    } else {
+        &BIG_STATE_TOFU
+    };
+    cell.get_or_init(|| async {
+        runtime_variant_image(
+            env,
+            "cluster",
+            &format!("captf/big-state-{runtime}"),
+            r#"
+variable "blocks" {
+  type    = number
+  default = 0
+}
+
+variable "dense" {
+  type    = bool
+  default = true
+}
+
+resource "terraform_data" "big" {
+  count = var.blocks > 0 ? 1 : 0
+  input = flatten([
+    for i in range(var.blocks) : [
+      for j in range(100) : var.dense ? sha512("${i}-${j}") : format("%0128d", i * 100 + j)
+    ]
+  ])
+}
+"#,
+            runtime,
+        )
+        .await
+    })
+    .await
+    .clone()
 }
 
 static UNDECLARING: OnceCell<String> = OnceCell::const_new();
