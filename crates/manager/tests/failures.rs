@@ -987,3 +987,118 @@ async fn a_runner_account_must_opt_in_and_an_unmanaged_binding_is_rbac_failed() 
     no_planted_value(&client, &ns, &tc, "planted-runnersa-1").await;
     mgr.stop().await;
 }
+
+/// The stuck destroy runbook (docs/src/runbooks/stuck-destroy.md), step by step: the signs (the
+/// object stays with its finalizer, `ApplyJobSucceeded=False/DestroyFailed`, a `JobFailed`
+/// Warning naming the destroy Job); step 1 reads why from `status.lastRun` and the destroy Job's
+/// `source` container log; step 3 saves the state and the durable inputs Secret by the names the
+/// runbook gives, removes the finalizer with its patch, and the object goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stuck_destroy_runbook_step_by_step() {
+    let Fx {
+        env,
+        images,
+        client,
+        ns,
+    } = fixture("stuckdestroy").await;
+    let image = undestroyable_image(env).await;
+    let mgr = start_manager(&client, &ns, &images, "manager-stuckdestroy");
+    cluster_with_spec(
+        &client,
+        &ns,
+        "guarded",
+        "id-stuckdestroy",
+        &image,
+        json!({"variables": {"protected": true}}),
+    )
+    .await;
+    wait_ready(&client, &ns, "TerraformCluster", "guarded", "True", LONG).await;
+    delete(&client, &ns, TC, "TerraformCluster", "guarded").await;
+
+    // Signs.
+    let tc = cluster_reads(
+        &client,
+        &ns,
+        "guarded",
+        "ApplyJobSucceeded",
+        "False",
+        "DestroyFailed",
+    )
+    .await;
+    assert_eq!(
+        tc["metadata"]["finalizers"],
+        json!(["terraformcluster.infrastructure.cluster.x-k8s.io"])
+    );
+    let destroy = op_jobs(&jobs_of(&client, &ns, "guarded").await, "destroy");
+    let job = destroy[0].metadata.name.clone().unwrap();
+    let events = eventually(LONG, "the JobFailed event", || async {
+        let e = events_json(&client, &ns).await;
+        (e.contains("JobFailed") && e.contains(&job)).then_some(e)
+    })
+    .await;
+    assert!(events.contains("Destroy Job"), "{events}");
+
+    // Step 1: why, from status.lastRun and the destroy Job's `source` log.
+    assert_eq!(tc["status"]["lastRun"]["operation"], "destroy", "{tc:#}");
+    assert_eq!(tc["status"]["lastRun"]["error"]["kind"], "step", "{tc:#}");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &ns);
+    let pod = pods
+        .list(&kube::api::ListParams::default().labels(&format!("job-name={job}")))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let log = env
+        .kubelet()
+        .unwrap()
+        .logs(&ns, pod.metadata.name.as_deref().unwrap(), "source");
+    assert!(log.contains("deletion protection is on"), "{log}");
+
+    // Step 3.1: save the state and the inputs, by the runbook's selector and name.
+    let suffix = tc["status"]["stateSecretSuffix"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let state = secrets
+        .list(&kube::api::ListParams::default().labels(&format!("tfstateSecretSuffix={suffix}")))
+        .await
+        .unwrap()
+        .items;
+    assert!(!state.is_empty());
+    assert!(
+        state
+            .iter()
+            .all(|s| state_of(s).is_some() || s.data.is_some())
+    );
+    let inputs = secrets.get("captf-inputs-c-guarded").await.unwrap();
+    assert!(inputs.data.as_ref().is_some_and(|d| !d.is_empty()));
+
+    // Step 3.3: remove the finalizer with the runbook's JSON patch; step 3.4: the object goes.
+    let request = http::Request::patch(format!(
+        "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/{ns}/terraformclusters/guarded"
+    ))
+    .header("Content-Type", "application/json-patch+json")
+    .body(serde_json::to_vec(&json!([{"op": "remove", "path": "/metadata/finalizers"}])).unwrap())
+    .unwrap();
+    let _: Value = client.request(request).await.unwrap();
+    eventually(LONG, "the cluster is gone", || async {
+        get_json_opt(&client, &ns, TC, "TerraformCluster", "guarded")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    // The manager takes the object's going in its stride: no destroy succeeded, nothing panicked.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        metric_sum(
+            &mgr.metrics.encode(),
+            "captf_jobs_total",
+            &["op=\"destroy\"", "result=\"succeeded\""],
+        ),
+        0
+    );
+    no_planted_value(&client, &ns, &tc, "planted-stuckdestroy-1").await;
+    mgr.stop().await;
+}

@@ -609,3 +609,105 @@ async fn a_first_job_starts_only_over_the_state_the_api_server_has() {
         "the run lease was given back"
     );
 }
+
+/// The stale state lock runbook (docs/src/runbooks/stale-lock.md), step by step, for a lock held
+/// by someone else: the signs (`StateReadable=False/StateLocked` naming the holder, the
+/// `StateLocked` Warning event); step 1 reads the holder from the Lease the runbook names, through
+/// `status.stateSecretSuffix`; step 4 clears it with the runbook's JSON patch; step 5 confirms
+/// the holder is empty and the next Job runs with `StateReadable=True`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stale_lock_runbook_step_by_step() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("lockbook").await.unwrap();
+    identity(&client, "id-lockbook", &[ns.as_str()], "planted-lockbook-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-lockbook");
+    cluster(&client, &ns, "runbook", "id-lockbook", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "runbook", "True", LONG).await;
+    let lock_id = "4a7c8b1e-0000-4000-8000-runbook00001";
+    set_lock(&client, &ns, "runbook", lock_id, "bob@laptop").await;
+    // A Cluster change the cluster role renders: a re-apply is due, and waits for the lock.
+    let clusters: Api<api::capi::Cluster> = Api::namespaced(client.clone(), &ns);
+    clusters
+        .patch(
+            "runbook",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"clusterNetwork": {"serviceDomain": "example.internal"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+
+    // Signs.
+    let tc = eventually(LONG, "StateLocked", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "runbook").await;
+        (condition(&tc, "StateReadable") == Some(("False".to_owned(), "StateLocked".to_owned())))
+            .then_some(tc)
+    })
+    .await;
+    assert!(
+        condition_message(&tc, "StateReadable").contains("bob@laptop"),
+        "{tc:#}"
+    );
+    eventually(LONG, "the StateLocked event", || async {
+        events_json(&client, &ns)
+            .await
+            .contains("StateLocked")
+            .then_some(())
+    })
+    .await;
+
+    // Step 1: the holder, from the Lease named through status.stateSecretSuffix.
+    let suffix = tc["status"]["stateSecretSuffix"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let lease_name = format!("lock-tfstate-default-{suffix}");
+    let lease = leases.get(&lease_name).await.unwrap();
+    assert_eq!(
+        lease.spec.as_ref().unwrap().holder_identity.as_deref(),
+        Some(lock_id)
+    );
+    let info: serde_json::Value = serde_json::from_str(
+        &lease.metadata.annotations.as_ref().unwrap()["app.terraform.io/lock-info"],
+    )
+    .unwrap();
+    assert_eq!(info["Who"], "bob@laptop");
+    // Steps 2 and 3 do not apply (no runner pod of this object holds it); nothing ran.
+    assert_eq!(jobs_of(&client, &ns, "runbook").await.len(), 1);
+
+    // Step 4: clear it as force-unlock does, with the runbook's patch.
+    let patch = json!([
+        {"op": "remove", "path": "/spec/holderIdentity"},
+        {"op": "remove", "path": "/metadata/annotations/app.terraform.io~1lock-info"}
+    ]);
+    let request = http::Request::patch(format!(
+        "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{lease_name}"
+    ))
+    .header("Content-Type", "application/json-patch+json")
+    .body(serde_json::to_vec(&patch).unwrap())
+    .unwrap();
+    let _: Lease = client.request(request).await.unwrap();
+
+    // Step 5: the holder is empty, and after the next Job (the re-apply that waited) the state
+    // reads again.
+    let lease = leases.get(&lease_name).await.unwrap();
+    assert!(lease.spec.as_ref().unwrap().holder_identity.is_none());
+    let tc = eventually(LONG, "StateRead after the next Job", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "runbook").await;
+        let applies = op_jobs(&jobs_of(&client, &ns, "runbook").await, "apply").len();
+        (condition(&tc, "StateReadable").map(|c| c.1) == Some("StateRead".to_owned())
+            && applies == 2
+            && tc["status"]["activeJob"].is_null())
+        .then_some(tc)
+    })
+    .await;
+    assert_eq!(
+        condition(&tc, "ApplyJobSucceeded").unwrap().1,
+        "ApplySucceeded",
+        "{tc:#}"
+    );
+}

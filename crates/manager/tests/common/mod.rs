@@ -837,6 +837,38 @@ resource "terraform_data" "fails" {
         .clone()
 }
 
+static UNDESTROYABLE: OnceCell<String> = OnceCell::const_new();
+
+/// A cluster module whose destroy fails while `var.protected` was true at the last apply, the
+/// way a resource under deletion protection fails (its destroy-time provisioner prints
+/// `deletion protection is on` and exits 1).
+pub async fn undestroyable_image(env: &testenv::TestEnv) -> String {
+    UNDESTROYABLE
+        .get_or_init(|| async {
+            variant_image(
+                env,
+                "captf/undestroyable-cluster",
+                r#"
+variable "protected" {
+  type    = bool
+  default = false
+}
+
+resource "terraform_data" "protected" {
+  input = var.protected
+  provisioner "local-exec" {
+    when    = destroy
+    command = "if [ ${self.input} = true ]; then echo 'deletion protection is on' >&2; exit 1; fi"
+  }
+}
+"#,
+            )
+            .await
+        })
+        .await
+        .clone()
+}
+
 static MODULELESS: OnceCell<String> = OnceCell::const_new();
 
 /// An image that breaks the image contract: the runtime is there, `/captf/module` is not (a
