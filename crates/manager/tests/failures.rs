@@ -1102,3 +1102,55 @@ async fn the_stuck_destroy_runbook_step_by_step() {
     no_planted_value(&client, &ns, &tc, "planted-stuckdestroy-1").await;
     mgr.stop().await;
 }
+
+/// Job Policy "activeDeadlineSeconds" for drift (book l.1818): a drift Job that outlives its
+/// deadline reads `DriftJobSucceeded=False/DriftJobDeadlineExceeded`, with the
+/// `JobDeadlineExceeded` Warning, and the object stays Ready (drift results never feed Ready).
+/// The deadline is lowered after the first apply: Job fields are not module inputs, so no
+/// re-apply follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drift_check_past_its_deadline_is_drift_job_deadline_exceeded() {
+    let Fx {
+        env: _,
+        images,
+        client,
+        ns,
+    } = fixture("driftdeadline").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-driftdeadline");
+    cluster(&client, &ns, "hurried", "id-driftdeadline", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "hurried", "True", LONG).await;
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "hurried",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {
+            "jobs": {"activeDeadlineSeconds": 1, "lockTimeoutSeconds": 0},
+            "drift": {"intervalSeconds": 5}}})),
+    )
+    .await
+    .unwrap();
+    let tc = cluster_reads(
+        &client,
+        &ns,
+        "hurried",
+        "DriftJobSucceeded",
+        "False",
+        "DriftJobDeadlineExceeded",
+    )
+    .await;
+    assert_eq!(condition(&tc, "Ready").unwrap().0, "True", "{tc:#}");
+    let message = condition_message(&tc, "DriftJobSucceeded");
+    assert!(message.contains("activeDeadlineSeconds"), "{message}");
+    assert!(
+        events_json(&client, &ns)
+            .await
+            .contains("JobDeadlineExceeded")
+    );
+    assert_eq!(
+        op_jobs(&jobs_of(&client, &ns, "hurried").await, "apply").len(),
+        1,
+        "no re-apply for a Job field"
+    );
+    no_planted_value(&client, &ns, &tc, "planted-driftdeadline-1").await;
+    mgr.stop().await;
+}

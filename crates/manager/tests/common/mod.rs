@@ -637,7 +637,7 @@ async fn runtime_variant_image(
     std::fs::write(dir.path().join("extra.tf"), extra_tf).unwrap();
     // A variant may stand in for outputs of the module: its `extra.tf` declares them, and the
     // originals are dropped here. A comment `# undeclared output NAME` drops one for good.
-    for output in ["health", "provider_id"] {
+    for output in ["health", "provider_id", "exports"] {
         let block = format!("output \"{output}\"");
         let undeclared = format!("# undeclared output {output}\n");
         if !extra_tf.contains(&block) && !extra_tf.contains(&undeclared) {
@@ -860,6 +860,37 @@ resource "terraform_data" "protected" {
     when    = destroy
     command = "if [ ${self.input} = true ]; then echo 'deletion protection is on' >&2; exit 1; fi"
   }
+}
+"#,
+            )
+            .await
+        })
+        .await
+        .clone()
+}
+
+static EXPORTING: OnceCell<String> = OnceCell::const_new();
+
+/// A cluster module whose `exports` output carries `var.exports_value` next to the cluster's
+/// name, except that `fraction` makes it export the number 0.5 instead: a malformed exports value
+/// (a fractional number cannot be canonicalized for hashing, and user variables cannot carry one).
+pub async fn exporting_image(env: &testenv::TestEnv) -> String {
+    EXPORTING
+        .get_or_init(|| async {
+            variant_image(
+                env,
+                "captf/exporting-cluster",
+                r#"
+variable "exports_value" {
+  type    = string
+  default = "one"
+}
+
+output "exports" {
+  value = merge(
+    { cluster = "${var.captf_cluster.namespace}/${var.captf_cluster.name}" },
+    jsondecode(var.exports_value == "fraction" ? "{\"ratio\": 0.5}" : jsonencode({ value = var.exports_value })),
+  )
 }
 "#,
             )
