@@ -840,3 +840,120 @@ fn state_secret(ns: &str) -> String {
         contract::names::state_suffix(ns, ObjectKind::Cluster, "pruned")
     )
 }
+
+/// The image of a Job's `source` container.
+fn job_image(job: &k8s_openapi::api::batch::v1::Job) -> String {
+    job.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .image
+        .clone()
+        .unwrap()
+}
+
+/// The digest pinned on an object's durable inputs Secret (none between an apply Job's start,
+/// which writes the Secret, and its success, which pins).
+async fn pinned(client: &kube::Client, ns: &str, secret: &str) -> Option<String> {
+    let durable = get_json(client, ns, "v1", "Secret", secret).await;
+    durable["metadata"]["annotations"]["captf.io/image-digest"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Image Contract "Image pinning by digest" (book l.979): a machine's first successful apply
+/// pins the digest the kubelet ran; once its tag moves to another image, the machine's drift
+/// checks and its destroy still run `repo@<pinned digest>`, never the tag. A cluster (mutable)
+/// whose `spec.source.image` changes applies the new image and re-pins its digest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_digest_runs_a_machines_drift_and_destroy_and_an_image_change_repins() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("pinning").await.unwrap();
+    identity(&client, "id-pinning", &[ns.as_str()], "planted-pinning-1").await;
+    let repo = "captf/pinned-machine";
+    let tag = retagged_variant_image(env, "machine", repo, "# first build\n").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-pinning");
+    cluster(&client, &ns, "prod", "id-pinning", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "prod", "True", LONG).await;
+    capi_cluster_provisioned(&client, &ns, "prod").await;
+    capi_control_plane_initialized(&client, &ns, "prod").await;
+    machine(
+        &client,
+        &ns,
+        "prod",
+        "pinned",
+        &tag,
+        false,
+        "#cloud-config\n",
+    )
+    .await;
+    wait_ready(&client, &ns, "TerraformMachine", "pinned", "True", LONG).await;
+    let digest = pinned(&client, &ns, "captf-inputs-m-pinned").await.unwrap();
+    assert!(digest.starts_with("sha256:"), "{digest}");
+    let by_digest = format!("{}@{digest}", tag.rsplit_once(':').unwrap().0);
+
+    // The tag moves to another image.
+    let moved = retagged_variant_image(env, "machine", repo, "# second build\n").await;
+    assert_eq!(moved, tag);
+    let tms: Api<api::machine::TerraformMachine> = Api::namespaced(client.clone(), &ns);
+    tms.patch(
+        "pinned",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"drift": {"intervalSeconds": 5}}})),
+    )
+    .await
+    .unwrap();
+    let drift = eventually(LONG, "a drift check", || async {
+        op_jobs(&jobs_of(&client, &ns, "pinned").await, "drift")
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(job_image(&drift), by_digest);
+    delete(&client, &ns, TC, "TerraformMachine", "pinned").await;
+    let destroy = eventually(LONG, "the destroy Job", || async {
+        op_jobs(&jobs_of(&client, &ns, "pinned").await, "destroy")
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(job_image(&destroy), by_digest);
+    eventually(LONG, "the machine is gone", || async {
+        get_json_opt(&client, &ns, TC, "TerraformMachine", "pinned")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // The cluster: a new spec.source.image applies and re-pins.
+    let first = pinned(&client, &ns, "captf-inputs-c-prod").await.unwrap();
+    let other = slow_image(env).await;
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "prod",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"source": {"image": other}}})),
+    )
+    .await
+    .unwrap();
+    let apply = eventually(LONG, "the re-apply on the new image", || async {
+        op_jobs(&jobs_of(&client, &ns, "prod").await, "apply")
+            .into_iter()
+            .find(|j| job_image(j) == other)
+    })
+    .await;
+    let repinned = eventually(LONG, "the new digest pinned", || async {
+        let d = pinned(&client, &ns, "captf-inputs-c-prod").await?;
+        (d != first).then_some(d)
+    })
+    .await;
+    assert!(repinned.starts_with("sha256:"));
+    assert!(apply.metadata.name.is_some());
+}

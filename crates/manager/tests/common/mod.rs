@@ -900,6 +900,17 @@ output "exports" {
         .clone()
 }
 
+/// The no-op module of `role` plus `extra_tf`, pushed (again) as `repo:v1`: a different
+/// `extra_tf` moves the tag to another digest.
+pub async fn retagged_variant_image(
+    env: &testenv::TestEnv,
+    role: &str,
+    repo: &str,
+    extra_tf: &str,
+) -> String {
+    role_variant_image(env, role, repo, extra_tf).await
+}
+
 static MODULELESS: OnceCell<String> = OnceCell::const_new();
 
 /// An image that breaks the image contract: the runtime is there, `/captf/module` is not (a
