@@ -16,6 +16,9 @@
 //! keys), and each machine's inputs are rendered with the contract's own renderer. The seed's own
 //! inputs are rendered the same way first and must hash to what its real apply recorded, so the
 //! adopted Secrets are what the manager itself would have written.
+//!
+//! A third measurement, [`unrelated`], puts Secrets and ConfigMaps that have nothing to do with
+//! CAPTF next to a small adopted fleet: the cost of the manager's cluster-wide watches.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
@@ -35,6 +38,7 @@ use serde_json::{Value, json};
 use crate::kube_ops::{CAPI, INFRA, Kube, is_true};
 
 pub mod run;
+pub mod unrelated;
 
 /// The manager's user, as the audit log names it (the shipped ServiceAccount).
 pub const MANAGER_USER: &str = "system:serviceaccount:captf-system:captf-controller-manager";
@@ -45,7 +49,7 @@ const BOOTSTRAP_VALUE: &str = "#cloud-config\nruncmd: [echo scale]\n";
 /// The Kubernetes version of every Machine.
 const VERSION: &str = "v1.36.3";
 /// How many creates run at once.
-const CREATE_CONCURRENCY: usize = 16;
+pub(crate) const CREATE_CONCURRENCY: usize = 16;
 
 /// How a fleet is brought up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

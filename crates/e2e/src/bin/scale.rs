@@ -7,6 +7,10 @@
 //! - `CAPTF_SCALE_SYNC_PERIOD` (default `60s`): the manager's `--sync-period`, shortened so that
 //!   the steady window holds resyncs.
 //! - `CAPTF_SCALE_STEADY_SECS` (default 150) and `CAPTF_SCALE_SETTLE_SECS` (default 30).
+//! - `CAPTF_SCALE_UNRELATED` (default empty: none): unrelated Secrets (and a fifth as many
+//!   ConfigMaps) put next to a small adopted fleet, in an environment of their own, after the
+//!   fleets above ([`e2e::scale::unrelated`]); `CAPTF_SCALE_UNRELATED_FLEET` (default 20) is that
+//!   fleet's size. Its steady windows are `CAPTF_SCALE_STEADY_SECS` long.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,6 +19,8 @@ use e2e::kube_ops::Kube;
 use e2e::product::Captf;
 use e2e::scale::Mode;
 use e2e::scale::run::{self, Plan, Row};
+use e2e::scale::unrelated::{self, UnrelatedPlan};
+use e2e::suite::Images;
 use testenv::TestEnv;
 
 fn sizes(var: &str, default: &str) -> anyhow::Result<Vec<usize>> {
@@ -38,10 +44,14 @@ fn secs(var: &str, default: u64) -> anyhow::Result<Duration> {
     }
 }
 
-/// One run in an environment of its own, dropped (stopped) afterwards.
-fn one(plan: Plan, sync_period: &str) -> anyhow::Result<Row> {
-    let name = format!("scale-{}-{}", plan.mode.name(), plan.n);
-    let env = TestEnv::start_new(&name, true)?;
+/// `body` in an environment of its own (`name`), with the manager and webhook running; the
+/// environment is dropped (stopped) afterwards.
+fn in_env<T>(
+    name: &str,
+    sync_period: &str,
+    body: impl AsyncFnOnce(&TestEnv, &Captf, &Images) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let env = TestEnv::start_new(name, true)?;
     env.registry()?;
     env.kubelet()?;
     let flags = vec![format!("--sync-period={sync_period}")];
@@ -53,16 +63,54 @@ fn one(plan: Plan, sync_period: &str) -> anyhow::Result<Row> {
         let images = e2e::suite::push_images(&env).await?;
         let admin = Kube::new(env.client().await?);
         let captf = Captf::start_with(&env, &admin, &images.runner, &flags).await?;
-        let row = run::run(&env, &captf, &images, plan).await?;
-        println!("{}", run::detail(&row));
-        anyhow::Ok(row)
+        body(&env, &captf, &images).await
     })
 }
 
+/// One run in an environment of its own.
+fn one(plan: Plan, sync_period: &str) -> anyhow::Result<Row> {
+    let name = format!("scale-{}-{}", plan.mode.name(), plan.n);
+    in_env(&name, sync_period, async |env, captf, images| {
+        let row = run::run(env, captf, images, plan).await?;
+        println!("{}", run::detail(&row));
+        Ok(row)
+    })
+}
+
+/// The unrelated objects' run, when `CAPTF_SCALE_UNRELATED` asks for one: its table and summary.
+fn unrelated_run(sync_period: &str, steady: Duration) -> anyhow::Result<Option<String>> {
+    let secrets = sizes("CAPTF_SCALE_UNRELATED", "")?
+        .into_iter()
+        .sum::<usize>();
+    if secrets == 0 {
+        return Ok(None);
+    }
+    let fleet = sizes("CAPTF_SCALE_UNRELATED_FLEET", "20")?
+        .into_iter()
+        .sum::<usize>();
+    let plan = UnrelatedPlan {
+        secrets,
+        fleet,
+        steady,
+    };
+    println!(
+        "scale: unrelated objects: {secrets} Secrets, {} ConfigMaps, {fleet} adopted machines ...",
+        plan.config_maps()
+    );
+    let name = format!("scale-unrelated-{secrets}");
+    let row = in_env(&name, sync_period, async |env, captf, images| {
+        unrelated::run(env, captf, images, plan).await
+    })?;
+    Ok(Some(format!(
+        "{}\n{}",
+        unrelated::table(&row),
+        unrelated::summary(&row)
+    )))
+}
+
 fn main() -> ExitCode {
-    let result = (|| -> anyhow::Result<Vec<Row>> {
-        let sync_period =
-            std::env::var("CAPTF_SCALE_SYNC_PERIOD").unwrap_or_else(|_| "60s".to_owned());
+    let sync_period = std::env::var("CAPTF_SCALE_SYNC_PERIOD").unwrap_or_else(|_| "60s".to_owned());
+    let result = (|| -> anyhow::Result<(Vec<Row>, Option<String>)> {
         let (settle, steady) = (
             secs("CAPTF_SCALE_SETTLE_SECS", 30)?,
             secs("CAPTF_SCALE_STEADY_SECS", 150)?,
@@ -88,15 +136,20 @@ fn main() -> ExitCode {
             println!("{}", run::table(std::slice::from_ref(&row)));
             rows.push(row);
         }
-        Ok(rows)
+        let unrelated = unrelated_run(&sync_period, steady)?;
+        Ok((rows, unrelated))
     })();
     match result {
-        Ok(rows) => {
-            println!(
-                "\nscale table (manager --sync-period {}):\n{}",
-                std::env::var("CAPTF_SCALE_SYNC_PERIOD").unwrap_or_else(|_| "60s".to_owned()),
-                run::table(&rows)
-            );
+        Ok((rows, unrelated)) => {
+            if !rows.is_empty() {
+                println!(
+                    "\nscale table (manager --sync-period {sync_period}):\n{}",
+                    run::table(&rows)
+                );
+            }
+            if let Some(unrelated) = unrelated {
+                println!("\nunrelated objects (manager --sync-period {sync_period}):\n{unrelated}");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -63,7 +63,11 @@ pub struct Row {
     pub events: std::collections::BTreeMap<String, u64>,
 }
 
-fn procs(captf: &Captf, env: &TestEnv) -> anyhow::Result<(ProcStats, Option<ProcStats>)> {
+/// The manager's and Cluster API's core manager's figures now.
+pub(super) fn procs(
+    captf: &Captf,
+    env: &TestEnv,
+) -> anyhow::Result<(ProcStats, Option<ProcStats>)> {
     let capi = env
         .cluster_api()
         .and_then(|c| c.pid("capi-manager"))
@@ -96,7 +100,7 @@ async fn wait_paused(fleet: &Fleet) -> anyhow::Result<()> {
 /// The fleet brought up: returns when every machine is Ready, with the moment the bring-up
 /// started (for the Ready time), the fleet's first create (for the traffic window: an adopted
 /// fleet's seed and cluster are before it) and each machine's creation.
-async fn bring_up(
+pub(super) async fn bring_up(
     fleet: &Fleet,
     plan: &Plan,
     names: &[String],
@@ -125,8 +129,9 @@ async fn bring_up(
     Ok((started, first_create, created))
 }
 
-/// Runs `plan` in a fresh namespace of `env`, against the running `captf`.
-pub async fn run(env: &TestEnv, captf: &Captf, images: &Images, plan: Plan) -> anyhow::Result<Row> {
+/// A fresh namespace of `env` with its identity and its Cluster and TerraformCluster (a real
+/// apply), ready for a fleet.
+pub(super) async fn new_fleet(env: &TestEnv, images: &Images) -> anyhow::Result<Fleet> {
     let kube = Kube::new(env.client().await?);
     let ns = env.namespace("scale").await?;
     let identity = identity(&kube, &ns).await?;
@@ -137,6 +142,13 @@ pub async fn run(env: &TestEnv, captf: &Captf, images: &Images, plan: Plan) -> a
         machine_image: images.machine.clone(),
     };
     super::cluster(&fleet.kube, &ns, &fleet.cluster, &identity, &images.cluster).await?;
+    Ok(fleet)
+}
+
+/// Runs `plan` in a fresh namespace of `env`, against the running `captf`.
+pub async fn run(env: &TestEnv, captf: &Captf, images: &Images, plan: Plan) -> anyhow::Result<Row> {
+    let fleet = new_fleet(env, images).await?;
+    let ns = fleet.ns.clone();
     let names: Vec<String> = (0..plan.n).map(|i| format!("m-{i:04}")).collect();
     let (pods, watch) = PodStarts::watch(&fleet);
     let passes_before = passes(captf);
@@ -230,7 +242,7 @@ pub fn check_steady(row: &Row) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn mib(bytes: u64) -> String {
+pub(super) fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
 }
 

@@ -579,8 +579,26 @@ fn inform_into<K>(
 {
     let events = watcher(api, config)
         .default_backoff()
-        .modify(|o| o.meta_mut().managed_fields = None);
+        .modify(|o| trim_meta(o.meta_mut()));
     watches.push(inform(events, writer, what, on_event).boxed());
+}
+
+/// `kubectl apply`'s record of the last applied object: on a Secret, a copy of its data.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// What a cached object keeps of its metadata: everything but its managed fields and `kubectl
+/// apply`'s last-applied copy, which CAPTF never reads. The copy is most of what the cluster-wide
+/// Secret metadata watch would hold for a Secret applied by `kubectl` (measured by the scale
+/// harness: 10,000 unrelated 4 KiB Secrets, half of them applied, cost 41.6 MiB with it and
+/// 8.3 MiB without; Performance, "A busy management cluster").
+pub fn trim_meta(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
 }
 
 /// [`inform_into`] a new store, returned.
@@ -1471,6 +1489,33 @@ pub fn is_mirror_meta(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Obj
 
 #[cfg(test)]
 mod tests {
+
+    /// A cached object keeps every annotation but `kubectl apply`'s last-applied copy, and no
+    /// managed fields.
+    #[test]
+    fn cached_metadata_drops_the_last_applied_copy_and_managed_fields() {
+        use super::{LAST_APPLIED, ObjectMeta, trim_meta};
+        let mut meta: ObjectMeta = serde_json::from_value(serde_json::json!({
+            "name": "s",
+            "annotations": {LAST_APPLIED: "{\"data\":{}}", "captf.io/source-hash": "h"},
+            "managedFields": [{"manager": "kubectl", "operation": "Apply"}]
+        }))
+        .unwrap_or_default();
+        trim_meta(&mut meta);
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations.len(), 1);
+        assert_eq!(
+            annotations.get("captf.io/source-hash").map(String::as_str),
+            Some("h")
+        );
+        assert!(meta.managed_fields.is_none());
+        let mut only: ObjectMeta = serde_json::from_value(serde_json::json!({
+            "annotations": {LAST_APPLIED: "{}"}
+        }))
+        .unwrap_or_default();
+        trim_meta(&mut only);
+        assert!(only.annotations.is_none());
+    }
 
     /// A pod's print changes when a container starts or stops failing to pull its image, not
     /// when the kubelet alternates `ErrImagePull` and `ImagePullBackOff`.
