@@ -18,17 +18,21 @@ use sha2::Digest;
 const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
 const LONG: Duration = Duration::from_secs(240);
 
+/// Waits until `ApplyJobSucceeded` has reason `want`; on timeout fails with the object's status.
 async fn reason(client: &kube::Client, ns: &str, name: &str, want: &str) -> serde_json::Value {
-    eventually(
-        LONG,
-        &format!("ApplyJobSucceeded reason {want}"),
-        || async {
-            let tc = get_json(client, ns, TC, "TerraformCluster", name).await;
-            (condition(&tc, "ApplyJobSucceeded").map(|c| c.1) == Some(want.to_owned()))
-                .then_some(tc)
-        },
-    )
-    .await
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let tc = get_json(client, ns, TC, "TerraformCluster", name).await;
+        if condition(&tc, "ApplyJobSucceeded").map(|c| c.1) == Some(want.to_owned()) {
+            return tc;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for ApplyJobSucceeded reason {want}: {:#}",
+            tc["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 fn annotations(tc: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
@@ -257,4 +261,84 @@ async fn a_manual_cluster_applies_only_an_approved_plan() {
     assert!(!tc.to_string().contains(planted), "{tc:#}");
     assert!(!events_json(&client, &ns).await.contains(planted));
     assert!(!logs().contains(planted));
+}
+
+async fn approve(client: &kube::Client, ns: &str, name: &str, plan_hash: &serde_json::Value) {
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
+    tcs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"captf.io/approve-plan": plan_hash}}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Plan Approval "PlanChanged" (book l.1619): the plan changes between its approval and the
+/// apply (here the module's external knob moves after the plan was shown, adding a resource to
+/// the plan), so the approved apply re-plans, finds another plan hash and stops without
+/// applying: `ApplyJobSucceeded` reads `Unknown/PlanChanged` and `status.plan` shows the new
+/// plan, with the added address, for approval. Nothing of either plan reaches the state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_plan_that_changed_before_its_apply_is_plan_changed() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = drifting_image(env).await;
+    let ns = env.namespace("planchanged").await.unwrap();
+    identity(&client, "id-planchanged", &[ns.as_str()], "planted-pc-1").await;
+    set_drift_knob(&client, &ns, "steady").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-planchanged");
+    cluster_with_spec(
+        &client,
+        &ns,
+        "moving",
+        "id-planchanged",
+        &image,
+        json!({"applyPolicy": "Manual"}),
+    )
+    .await;
+    wait_ready(&client, &ns, "TerraformCluster", "moving", "True", LONG).await;
+
+    // A change is due (a Cluster field the cluster role renders) while the knob reads "first":
+    // the plan creates `terraform_data.knob[0]`.
+    set_drift_knob(&client, &ns, "first").await;
+    let clusters: Api<api::capi::Cluster> = Api::namespaced(client.clone(), &ns);
+    clusters
+        .patch(
+            "moving",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"clusterNetwork": {"serviceDomain": "example.internal"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let tc = reason(&client, &ns, "moving", "PlanAwaitingApproval").await;
+    let shown = tc["status"]["plan"]["planHash"].clone();
+    assert!(shown.as_str().unwrap().starts_with("p1:"), "{tc:#}");
+    assert_eq!(tc["status"]["plan"]["add"], 1, "{tc:#}");
+
+    // The knob moves before the approval is acted on: the plan now also creates
+    // `terraform_data.knob_number[0]`, so the approved plan is no longer the plan.
+    set_drift_knob(&client, &ns, "broken").await;
+    approve(&client, &ns, "moving", &shown).await;
+    let tc = reason(&client, &ns, "moving", "PlanChanged").await;
+    assert_eq!(condition(&tc, "ApplyJobSucceeded").unwrap().0, "Unknown");
+    let tc = eventually(LONG, "the new plan shown", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "moving").await;
+        let hash = &tc["status"]["plan"]["planHash"];
+        (hash.is_string() && *hash != shown).then_some(tc)
+    })
+    .await;
+    let resources = tc["status"]["plan"]["resources"].to_string();
+    assert!(resources.contains("knob_number"), "{tc:#}");
+    let state = state_document(&client, &ns, contract::names::ObjectKind::Cluster, "moving").await;
+    let applied = state["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["mode"] == "managed" && r["name"].as_str().unwrap().starts_with("knob"));
+    assert!(!applied, "nothing of either plan was applied: {state:#}");
+    assert!(!events_json(&client, &ns).await.contains("planted-pc-1"));
 }
