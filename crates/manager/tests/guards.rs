@@ -176,6 +176,86 @@ async fn a_failing_apply_backs_off_one_minute() {
     );
 }
 
+async fn poke_cluster(client: &kube::Client, ns: &str, name: &str, value: &str) {
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
+    tcs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"poke": value}}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Whether the object's apply of `attempt` exists (or existed: history pruning may have removed
+/// it since, which it only does once a newer attempt exists).
+async fn attempts(client: &kube::Client, ns: &str, name: &str) -> Vec<u32> {
+    let mut out: Vec<u32> = op_jobs(&jobs_of(client, ns, name).await, "apply")
+        .iter()
+        .filter_map(|j| {
+            j.metadata.labels.as_ref()?[api::constants::labels::ATTEMPT]
+                .parse()
+                .ok()
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// The Reconcile Lifecycle "Retry backoff" (book l.548), every step, with the manager's clock
+/// moved instead of waited on: after the first failure the retry waits one minute, after the
+/// second two, and after the third (the failed-Jobs history limit, 3) ten; just before each
+/// step nothing starts, just after it the next attempt does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retry_backoff_steps_are_one_two_and_ten_minutes() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = failing_image(env).await;
+    let ns = env.namespace("steps").await.unwrap();
+    identity(&client, "id-steps", &[ns.as_str()], "planted-steps-1").await;
+    let mgr = start_manager(&client, &ns, &images, "manager-steps");
+    cluster(&client, &ns, "steps", "id-steps", &image).await;
+    let mut offset = 0u64;
+    let mut pokes = 0u32;
+    for (failed, step) in [(1u32, 60u64), (2, 120), (3, 600)] {
+        eventually(LONG, &format!("attempt {failed} failed"), || async {
+            let jobs = op_jobs(&jobs_of(&client, &ns, "steps").await, "apply");
+            let last = jobs.last()?;
+            (jobs.len() as u32 >= failed.min(3) && finished_at(last).is_some()).then_some(())
+        })
+        .await;
+        assert_eq!(attempts(&client, &ns, "steps").await.last(), Some(&failed));
+        // Half a minute before the step, as the manager sees it: nothing starts.
+        let before = step - 30;
+        mgr.clock
+            .advance(Duration::from_secs(before.saturating_sub(offset)));
+        offset = offset.max(before);
+        pokes += 1;
+        poke_cluster(&client, &ns, "steps", &pokes.to_string()).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(
+            attempts(&client, &ns, "steps").await.last(),
+            Some(&failed),
+            "attempt {} started before its {step} s backoff",
+            failed + 1
+        );
+        // Just past the step: the next attempt starts.
+        mgr.clock.advance(Duration::from_secs(step + 5 - offset));
+        offset = step + 5;
+        pokes += 1;
+        poke_cluster(&client, &ns, "steps", &pokes.to_string()).await;
+        eventually(LONG, &format!("attempt {}", failed + 1), || async {
+            attempts(&client, &ns, "steps")
+                .await
+                .contains(&(failed + 1))
+                .then_some(())
+        })
+        .await;
+    }
+    assert!(!events_json(&client, &ns).await.contains("planted-steps-1"));
+}
+
 /// A pod killed from outside ends its Job `interrupted`: retried at once, not counted as a
 /// failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

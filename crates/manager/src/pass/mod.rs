@@ -83,7 +83,7 @@ impl<'a> Pass<'a> {
             uid: target.uid(),
             ns,
             name,
-            now: SystemTime::now(),
+            now: ctx.clock.now(),
             now_ts,
             facts: StatusFacts::new(status),
             before,

@@ -87,6 +87,29 @@ pub struct Context {
     pub recorder: Recorder,
     /// What passes read: filled by [`crate::controller::run`], empty until then.
     pub caches: Caches,
+    /// The clock Decide's schedule reads ([`Clock`]).
+    pub clock: Clock,
+}
+
+/// The time Decide reads (`Observed::now`: retry backoff, drift and health schedules, the
+/// stuck-Job check): the system's, plus an offset that only a test ever moves, to prove a
+/// schedule's steps without waiting for them (The Reconcile Lifecycle "Retry backoff").
+/// Everything else (conditions, leases, events) keeps the system time.
+#[derive(Clone, Debug, Default)]
+pub struct Clock(Arc<std::sync::atomic::AtomicU64>);
+
+impl Clock {
+    /// The system time plus the offset.
+    pub fn now(&self) -> std::time::SystemTime {
+        let offset = self.0.load(std::sync::atomic::Ordering::SeqCst);
+        std::time::SystemTime::now() + std::time::Duration::from_secs(offset)
+    }
+
+    /// Moves the clock `by` forward (whole seconds).
+    pub fn advance(&self, by: std::time::Duration) {
+        self.0
+            .fetch_add(by.as_secs(), std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for Context {
@@ -113,6 +136,7 @@ impl Context {
             metrics,
             recorder,
             caches: Caches::unstarted(),
+            clock: Clock::default(),
         }
     }
 }

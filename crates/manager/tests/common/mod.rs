@@ -145,6 +145,8 @@ pub struct RunningManager {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
     pub metrics: Metrics,
+    /// The clock its Decide step reads: a test moves it to prove a schedule without waiting.
+    pub clock: manager::runtime::context::Clock,
 }
 
 impl RunningManager {
@@ -189,6 +191,7 @@ pub fn start_manager_with(
 ) -> RunningManager {
     let ctx = manager_context(client, ns, images, instance, tune);
     let metrics = ctx.metrics.clone();
+    let clock = ctx.clock.clone();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         manager::controller::run(ctx, async move {
@@ -200,6 +203,7 @@ pub fn start_manager_with(
         stop: Some(tx),
         task: Some(task),
         metrics,
+        clock,
     }
 }
 
