@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::batch::v1::Job;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
@@ -184,4 +186,136 @@ async fn a_failing_remediation_stops_at_the_cap() {
         condition(&tc, "DriftDetected"),
         Some(("True".to_owned(), "DriftPending".to_owned()))
     );
+}
+
+/// Whether the cluster's state keeps `terraform_data.knob`.
+async fn state_has_knob(client: &kube::Client, ns: &str, name: &str) -> bool {
+    let state = state_document(client, ns, contract::names::ObjectKind::Cluster, name).await;
+    state["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["mode"] == "managed" && r["name"] == "knob")
+}
+
+async fn annotate(client: &kube::Client, ns: &str, name: &str, key: &str, value: &Value) {
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
+    tcs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// ApplyJobSucceeded's reason, once it is `want`; on timeout fails with the status.
+async fn apply_reason(client: &kube::Client, ns: &str, name: &str, want: &str) -> Value {
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let tc = get_json(client, ns, TC, "TerraformCluster", name).await;
+        if condition(&tc, "ApplyJobSucceeded").map(|c| c.1) == Some(want.to_owned()) {
+            return tc;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for ApplyJobSucceeded {want}: {:#}",
+            tc["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Drift and Health "Remediate" for a TerraformCluster (book l.906, l.1581, l.1719): a
+/// remediation that only adds goes through; one whose plan deletes a resource is blocked by the
+/// destructive-plan guard (`DestructivePlanBlocked`, the state untouched) until its inputs hash
+/// is approved, approval or not of earlier inputs; under `applyPolicy: Manual` the remediation is
+/// planned and waits for its plan hash instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_remediation_goes_through_the_destructive_guard_and_manual_approval() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("drift-guard").await.unwrap();
+    identity(&client, "id-drift-guard", &[ns.as_str()], "planted-dg-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-drift-guard");
+    set_drift_knob(&client, &ns, "steady").await;
+    let extra = json!({"drift": {"intervalSeconds": 5, "action": "Remediate"}});
+    applied_drifting_cluster(&client, env, &ns, "guarded", "id-drift-guard", extra).await;
+
+    // Drift that adds: remediated without a question.
+    set_drift_knob(&client, &ns, "moved").await;
+    eventually(LONG, "the additive remediation", || async {
+        state_has_knob(&client, &ns, "guarded").await.then_some(())
+    })
+    .await;
+
+    // Drift whose remediation deletes the knob resource: blocked until its hash is approved.
+    set_drift_knob(&client, &ns, "steady").await;
+    let tc = apply_reason(&client, &ns, "guarded", "DestructivePlanBlocked").await;
+    assert_eq!(
+        tc["status"]["lastRun"]["error"]["kind"], "blocked",
+        "{tc:#}"
+    );
+    let message = condition_message(&tc, "ApplyJobSucceeded");
+    assert!(message.contains("terraform_data.knob"), "{message}");
+    assert!(
+        state_has_knob(&client, &ns, "guarded").await,
+        "nothing deleted"
+    );
+    let hash = message
+        .split_whitespace()
+        .find(|w| w.starts_with("h2:"))
+        .unwrap()
+        .trim_end_matches(|c: char| !c.is_ascii_hexdigit())
+        .to_owned();
+    annotate(
+        &client,
+        &ns,
+        "guarded",
+        "captf.io/approve-destructive-plan",
+        &json!(hash),
+    )
+    .await;
+    eventually(LONG, "the approved destructive remediation", || async {
+        let gone = !state_has_knob(&client, &ns, "guarded").await;
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "guarded").await;
+        (gone
+            && condition(&tc, "ApplyJobSucceeded").map(|c| c.1)
+                == Some("ApplySucceeded".to_owned()))
+        .then_some(())
+    })
+    .await;
+
+    // Under Manual the remediation is a plan that waits for its plan hash.
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "guarded",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"applyPolicy": "Manual"}})),
+    )
+    .await
+    .unwrap();
+    set_drift_knob(&client, &ns, "again").await;
+    let tc = apply_reason(&client, &ns, "guarded", "PlanAwaitingApproval").await;
+    let plan = tc["status"]["plan"].clone();
+    assert_eq!(plan["add"], 1, "{tc:#}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        !state_has_knob(&client, &ns, "guarded").await,
+        "nothing applied unapproved"
+    );
+    annotate(
+        &client,
+        &ns,
+        "guarded",
+        "captf.io/approve-plan",
+        &plan["planHash"],
+    )
+    .await;
+    eventually(LONG, "the approved remediation plan applied", || async {
+        state_has_knob(&client, &ns, "guarded").await.then_some(())
+    })
+    .await;
+    assert!(!events_json(&client, &ns).await.contains("planted-dg-1"));
 }
