@@ -245,12 +245,17 @@ async fn the_retry_backoff_steps_are_one_two_and_ten_minutes() {
         offset = step + 5;
         pokes += 1;
         poke_cluster(&client, &ns, "steps", &pokes.to_string()).await;
-        eventually(LONG, &format!("attempt {}", failed + 1), || async {
-            attempts(&client, &ns, "steps")
-                .await
-                .contains(&(failed + 1))
-                .then_some(())
-        })
+        // Within 30 s: sooner than the step itself in real time, so only the clock counts.
+        eventually(
+            Duration::from_secs(30),
+            &format!("attempt {}", failed + 1),
+            || async {
+                attempts(&client, &ns, "steps")
+                    .await
+                    .contains(&(failed + 1))
+                    .then_some(())
+            },
+        )
         .await;
     }
     assert!(!events_json(&client, &ns).await.contains("planted-steps-1"));
@@ -501,6 +506,94 @@ async fn a_job_left_without_its_per_run_secret_gets_it_from_the_next_pass() {
     assert_eq!(jobs[0].metadata.uid, job.metadata.uid, "the same Job ran");
     // A Job judged stuck (a minute without a pod) would have been replaced by a second one.
     assert_eq!(job_posted.load(Ordering::SeqCst), 1, "one Job created");
+}
+
+/// The Reconcile Lifecycle "While a Job is active" (book l.518): a Job whose per-run Secret is
+/// missing and whose pod never started (here every Secret create after the Job's is lost, the
+/// repair's too) is left alone while it is younger than a minute, then deleted as stuck
+/// (`StuckJobDeleted`), with the manager's clock moved past the minute instead of waited on; once
+/// Secrets can be written again the apply runs in a new Job and succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_without_its_per_run_secret_or_a_pod_is_deleted_as_stuck_after_a_minute() {
+    use std::sync::atomic::AtomicBool;
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("stuck").await.unwrap();
+    identity(&client, "id-stuck", &[ns.as_str()], "planted-stuck-1").await;
+    let (job_posted, losing) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(true)),
+    );
+    let (posted, lose) = (job_posted.clone(), losing.clone());
+    let failing = client_mapping(env, move |mut req: http::Request<kube::client::Body>| {
+        let path = req.uri().path().to_owned();
+        if req.method() == http::Method::POST && path.ends_with("/jobs") {
+            posted.fetch_add(1, Ordering::SeqCst);
+        } else if req.method() == http::Method::POST
+            && path.ends_with("/secrets")
+            && posted.load(Ordering::SeqCst) >= 1
+            && lose.load(Ordering::SeqCst)
+        {
+            *req.uri_mut() = format!("{path}-lost").parse().unwrap();
+        }
+        req
+    })
+    .await;
+    let mgr = start_manager(&failing, &ns, &images, "manager-stuck");
+    cluster(&client, &ns, "stuck", "id-stuck", &images.cluster).await;
+    let first = eventually(LONG, "the apply Job", || async {
+        jobs_of(&client, &ns, "stuck").await.first().cloned()
+    })
+    .await;
+    // Younger than a minute: waited for, not deleted.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let jobs = jobs_of(&client, &ns, "stuck").await;
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].metadata.uid, first.metadata.uid);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let running = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+    assert!(!running, "no pod started without its per-run Secret");
+
+    // A minute later, as the manager sees it: deleted as stuck.
+    mgr.clock.advance(Duration::from_secs(61));
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "stuck",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"poke": "1"}}})),
+    )
+    .await
+    .unwrap();
+    // Within 30 s: well before the Job is a minute old in real time, so only the clock counts.
+    eventually(Duration::from_secs(30), "StuckJobDeleted", || async {
+        let gone = !jobs_of(&client, &ns, "stuck")
+            .await
+            .iter()
+            .any(|j| j.metadata.uid == first.metadata.uid);
+        (gone && events_json(&client, &ns).await.contains("StuckJobDeleted")).then_some(())
+    })
+    .await;
+
+    // Secrets can be written again: a new Job runs the apply.
+    losing.store(false, Ordering::SeqCst);
+    let tc = wait_ready(&client, &ns, "TerraformCluster", "stuck", "True", LONG).await;
+    let jobs = op_jobs(&jobs_of(&client, &ns, "stuck").await, "apply");
+    assert_eq!(
+        jobs.len(),
+        1,
+        "{:?}",
+        jobs.iter().map(|j| &j.metadata.name).collect::<Vec<_>>()
+    );
+    assert_ne!(jobs[0].metadata.uid, first.metadata.uid);
+    assert!(job_posted.load(Ordering::SeqCst) >= 2);
+    assert!(!tc.to_string().contains("planted-stuck-1"));
 }
 
 /// Under the cluster operation gate a machine's apply waits for its cluster's running apply.
