@@ -957,3 +957,58 @@ async fn a_pinned_digest_runs_a_machines_drift_and_destroy_and_an_image_change_r
     assert!(repinned.starts_with("sha256:"));
     assert!(apply.metadata.name.is_some());
 }
+
+/// The `type` of every event in `ns` whose note contains `text`.
+async fn event_types(client: &kube::Client, ns: &str, text: &str) -> Vec<String> {
+    let events: serde_json::Value = serde_json::from_str(&events_json(client, ns).await).unwrap();
+    events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["note"].as_str().is_some_and(|n| n.contains(text)))
+        .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Observability "Events" (issue 29 item 1), with real Jobs: pausing and unpausing a cluster
+/// announce `ConditionChanged` as Normal events both ways (`Paused` has no bad status).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pausing_and_unpausing_are_never_warnings() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("completed").await.unwrap();
+    identity(
+        &client,
+        "id-completed",
+        &[ns.as_str()],
+        "planted-completed-1",
+    )
+    .await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-completed");
+    cluster(&client, &ns, "kept", "id-completed", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "kept", "True", LONG).await;
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    for paused in [Some("true"), None] {
+        tcs.patch(
+            "kept",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": paused}}}),
+            ),
+        )
+        .await
+        .unwrap();
+        let want = if paused.is_some() {
+            "Paused is True"
+        } else {
+            "Paused is False"
+        };
+        let types = eventually(LONG, want, || async {
+            let types = event_types(&client, &ns, want).await;
+            (!types.is_empty()).then_some(types)
+        })
+        .await;
+        assert!(types.iter().all(|t| t == "Normal"), "{want}: {types:?}");
+    }
+}
