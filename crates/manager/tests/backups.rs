@@ -790,7 +790,13 @@ async fn big_state_applied(
             if live.is_empty() {
                 return None;
             }
-            let doc: Value = serde_json::from_slice(&gunzip(&live)).ok()?;
+            // Terraform writes the chunks one by one: between two writes the set is not one
+            // gzip stream yet.
+            let mut raw = Vec::new();
+            flate2::read::MultiGzDecoder::new(&live[..])
+                .read_to_end(&mut raw)
+                .ok()?;
+            let doc: Value = serde_json::from_slice(&raw).ok()?;
             let serial = doc["serial"].as_u64()?;
             if big_rows(&doc) != blocks * 100 {
                 return None;
