@@ -573,3 +573,48 @@ fn config_default_sets_the_manager_and_runner_images_and_the_runner_image_variab
         "spec/template/spec/containers[]/env[]/value"
     );
 }
+
+/// Issue 30 item 4 (clusterctl conventions): the manager and the webhook tolerate the
+/// control-plane taints (a self-hosted management cluster after `clusterctl move` may have only
+/// control-plane nodes) and report a crash from their logs when they wrote no termination
+/// message.
+#[test]
+fn both_deployments_tolerate_control_planes_and_fall_back_to_logs() {
+    let manager: Deployment = named("manager", "Deployment", "captf-controller-manager");
+    let webhook: Deployment = named("webhook", "Deployment", "captf-webhook");
+    for deployment in [manager, webhook] {
+        let name = deployment.metadata.name.clone().unwrap_or_default();
+        let pod = deployment
+            .spec
+            .and_then(|s| s.template.spec)
+            .expect("a pod spec");
+        let tolerated: BTreeSet<(String, String)> = pod
+            .tolerations
+            .iter()
+            .flatten()
+            .map(|t| {
+                (
+                    t.key.clone().unwrap_or_default(),
+                    t.effect.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        for key in [
+            "node-role.kubernetes.io/control-plane",
+            "node-role.kubernetes.io/master",
+        ] {
+            assert!(
+                tolerated.contains(&(key.to_owned(), "NoSchedule".to_owned())),
+                "{name} does not tolerate {key}:NoSchedule: {tolerated:?}"
+            );
+        }
+        for container in &pod.containers {
+            assert_eq!(
+                container.termination_message_policy.as_deref(),
+                Some("FallbackToLogsOnError"),
+                "{name}/{}",
+                container.name
+            );
+        }
+    }
+}
