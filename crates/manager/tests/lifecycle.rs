@@ -1012,3 +1012,66 @@ async fn pausing_and_unpausing_are_never_warnings() {
         assert!(types.iter().all(|t| t == "Normal"), "{want}: {types:?}");
     }
 }
+
+/// Conditions "Deleting" (issue 29 item 1), with real Jobs: a cluster another finalizer keeps
+/// reads `Deleting=True/DeletionCompleted` once CAPTF destroyed it, removed its state and dropped
+/// its own finalizer, and its `ApplyJobSucceeded` is the destroy's; the other finalizer's removal
+/// then lets it go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_another_finalizer_keeps_reads_deletion_completed() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("held").await.unwrap();
+    identity(&client, "id-held", &[ns.as_str()], "planted-held-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-held");
+    cluster(&client, &ns, "held", "id-held", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "held", "True", LONG).await;
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    let hold =
+        |finalizers: Vec<String>| Patch::Merge(json!({"metadata": {"finalizers": finalizers}}));
+    let mut finalizers = tcs.get("held").await.unwrap().metadata.finalizers.unwrap();
+    finalizers.push("example.com/hold".to_owned());
+    tcs.patch("held", &PatchParams::default(), &hold(finalizers))
+        .await
+        .unwrap();
+    delete(&client, &ns, TC, "TerraformCluster", "held").await;
+
+    let tc = eventually(LONG, "Deleting=True/DeletionCompleted", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "held").await;
+        (condition(&tc, "Deleting") == Some(("True".into(), "DeletionCompleted".into())))
+            .then_some(tc)
+    })
+    .await;
+    assert_eq!(
+        tc["metadata"]["finalizers"],
+        json!(["example.com/hold"]),
+        "{tc:#}"
+    );
+    assert_eq!(
+        condition(&tc, "ApplyJobSucceeded"),
+        Some(("True".into(), "DestroySucceeded".into())),
+        "{tc:#}"
+    );
+    let suffix = contract::names::state_suffix(&ns, ObjectKind::Cluster, "held");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    assert!(
+        secrets
+            .get_opt(&format!("tfstate-default-{suffix}"))
+            .await
+            .unwrap()
+            .is_none(),
+        "the state is removed"
+    );
+
+    tcs.patch("held", &PatchParams::default(), &hold(Vec::new()))
+        .await
+        .unwrap();
+    eventually(LONG, "the cluster is gone", || async {
+        get_json_opt(&client, &ns, TC, "TerraformCluster", "held")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}

@@ -289,6 +289,11 @@ pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
 }
 
 /// Step 2's conditions (`DependenciesReady` from the owner lookup), `Deleting` and `Paused`.
+/// `Deleting=True/DeletionCompleted`'s message: what CAPTF did, and why the object is still there.
+/// The same whether CAPTF destroyed and dropped its finalizer or someone removed it by hand.
+pub const DELETION_COMPLETED_MESSAGE: &str = "CAPTF's part of the deletion is done and its finalizer is gone; another finalizer keeps the \
+     object";
+
 fn preamble_conditions(p: &mut Pass<'_>, owner: &Owner) {
     let (status, reason) = match owner.check {
         OwnerCheck::Ok => (None, ""),
@@ -307,7 +312,23 @@ fn preamble_conditions(p: &mut Pass<'_>, owner: &Owner) {
         p.findings
             .set(ctype::DEPENDENCIES_READY, status, reason, &owner.message);
     }
-    if p.target.deleting() {
+    let own_finalizer = p
+        .target
+        .meta()
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == p.target.finalizer());
+    if p.target.deleting() && !own_finalizer {
+        // CAPTF's part is over; another finalizer keeps the object, and a later pass (woken
+        // by that finalizer's edits) must not turn the reading back to `Deleting`.
+        p.findings.set(
+            ctype::DELETING,
+            ConditionStatus::True,
+            reasons::DELETION_COMPLETED,
+            DELETION_COMPLETED_MESSAGE,
+        );
+    } else if p.target.deleting() {
         p.findings.set(
             ctype::DELETING,
             ConditionStatus::True,

@@ -34,6 +34,7 @@ use crate::reconcile::decide::{self, Decision, StartJob, WaitReason};
 use crate::reconcile::observe::Observation;
 use crate::reconcile::plan::{self, Write};
 use crate::reconcile::report;
+use crate::runtime::context::StatusDraft;
 use crate::runtime::kubeutil::{delete_opt, is_conflict};
 use crate::state;
 
@@ -281,8 +282,10 @@ pub async fn finish(
     reported: report::Reported,
 ) -> Result<Action, Error> {
     let drop_finalizer = acted.decision == Decision::DropFinalizer;
+    let mut last = None;
     if drop_finalizer {
         p.outbox.extend(reported.events);
+        last = Some(reported.status);
         cleanup(&mut p, &o.cluster_name).await?;
     } else if !report::write_status(&mut p, reported).await? {
         // The object changed since the cache showed it (or it is gone): the newer version
@@ -296,8 +299,8 @@ pub async fn finish(
         crate::reconcile::bookkeeping::mark_bookkept(&jobs, k, &p.ctx.caches.own_writes).await?;
         crate::reconcile::bookkeeping::count(&p.ctx.metrics, &p, k, &o.books.records);
     }
-    if drop_finalizer {
-        return drop_the_finalizer(p).await;
+    if let Some(last) = last {
+        return drop_the_finalizer(p, last).await;
     }
     let reference = p.target.reference();
     let ctx = p.ctx;
@@ -332,12 +335,15 @@ pub fn requeue_after(
 }
 
 /// `Deleting=True/DeletionCompleted` on an object another finalizer still holds, right after
-/// CAPTF's finalizer went (under the resourceVersion that removal returned); an object already
-/// gone, or changed meanwhile, is left as it is.
-async fn deletion_completed(p: &mut Pass<'_>) {
+/// CAPTF's finalizer went (under the resourceVersion that removal returned), with the rest of the
+/// status this pass reported (the destroy's `ApplyJobSucceeded`). An object already gone is left
+/// as it is; one changed meanwhile is not written, and the pass its change wakes reads the same
+/// (Observe keeps `DeletionCompleted` on a deleting object without CAPTF's finalizer).
+async fn deletion_completed(p: &mut Pass<'_>, mut status: StatusDraft) {
     use api::constants::{conditions as ctype, reasons};
+    let w = status.workload_mut();
     let mut conds = crate::pass::conditions::Conditions::new(
-        p.target.status().workload().conditions.clone(),
+        w.conditions.take(),
         p.generation,
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(p.now_ts),
     );
@@ -345,19 +351,26 @@ async fn deletion_completed(p: &mut Pass<'_>) {
         ctype::DELETING,
         contract::health::ConditionStatus::True,
         reasons::DELETION_COMPLETED,
-        "Infrastructure destroyed, state removed and CAPTF's finalizer dropped; another \
-         finalizer keeps the object",
+        crate::reconcile::observe::DELETION_COMPLETED_MESSAGE,
     );
+    w.conditions = Some(conds.into_list());
+    let Some(patch) = crate::runtime::patch::merge_patch(&p.before, &status.to_value()) else {
+        return;
+    };
     let body = serde_json::json!({
         "metadata": {"resourceVersion": p.rv},
-        "status": {"conditions": conds.into_list()},
+        "status": patch,
     });
-    if let Err(e) = p.target.merge_patch(&p.ctx.client, &body, true).await {
-        tracing::debug!(namespace = %p.ns, name = %p.name, error = %e, "DeletionCompleted not written");
+    match p.target.merge_patch(&p.ctx.client, &body, true).await {
+        Ok(Some(meta)) => p.rv = meta.resource_version,
+        Ok(None) => {}
+        Err(e) => {
+            warn!(namespace = %p.ns, name = %p.name, error = %e, "DeletionCompleted not written");
+        }
     }
 }
 
-async fn drop_the_finalizer(mut p: Pass<'_>) -> Result<Action, Error> {
+async fn drop_the_finalizer(mut p: Pass<'_>, last: StatusDraft) -> Result<Action, Error> {
     let finalizers: Vec<String> = p
         .target
         .meta()
@@ -377,7 +390,7 @@ async fn drop_the_finalizer(mut p: Pass<'_>) -> Result<Action, Error> {
     }
     // Another finalizer keeps the object: its status says the deletion is done on CAPTF's side.
     if !finalizers.is_empty() {
-        deletion_completed(&mut p).await;
+        deletion_completed(&mut p, last).await;
     }
     // The last object of the namespace takes the runner's RBAC and CAPTF's leases with it.
     let client = &p.ctx.client;
