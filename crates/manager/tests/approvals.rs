@@ -13,26 +13,13 @@ use common::*;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use sha2::Digest;
 
 const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
 const LONG: Duration = Duration::from_secs(240);
 
-/// Waits until `ApplyJobSucceeded` has reason `want`; on timeout fails with the object's status.
+/// Waits until `ApplyJobSucceeded` has reason `want`; on timeout fails with the object.
 async fn reason(client: &kube::Client, ns: &str, name: &str, want: &str) -> serde_json::Value {
-    let deadline = std::time::Instant::now() + LONG;
-    loop {
-        let tc = get_json(client, ns, TC, "TerraformCluster", name).await;
-        if condition(&tc, "ApplyJobSucceeded").map(|c| c.1) == Some(want.to_owned()) {
-            return tc;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for ApplyJobSucceeded reason {want}: {:#}",
-            tc["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    apply_reason(client, ns, name, want, LONG).await
 }
 
 fn annotations(tc: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
@@ -113,15 +100,14 @@ async fn a_destructive_plan_waits_for_its_inputs_hash_to_be_approved() {
         tc["status"]["lastRun"]["job"],
         "no apply of the blocked hash starts again"
     );
-    tcs.patch(
+    annotate(
+        &client,
+        &ns,
         "guarded",
-        &PatchParams::default(),
-        &Patch::Merge(
-            json!({"metadata": {"annotations": {"captf.io/approve-destructive-plan": hash}}}),
-        ),
+        "captf.io/approve-destructive-plan",
+        hash,
     )
-    .await
-    .unwrap();
+    .await;
     let tc = reason(&client, &ns, "guarded", "ApplySucceeded").await;
     assert!(
         !annotations(&tc).contains_key("captf.io/approve-destructive-plan"),
@@ -214,15 +200,7 @@ async fn a_manual_cluster_applies_only_an_approved_plan() {
         .collect();
     assert_eq!(ops.iter().filter(|o| *o == "apply").count(), 1, "{ops:?}");
     assert_eq!(ops.iter().filter(|o| *o == "plan").count(), 1, "{ops:?}");
-    tcs.patch(
-        "manual",
-        &PatchParams::default(),
-        &Patch::Merge(
-            json!({"metadata": {"annotations": {"captf.io/approve-plan": plan["planHash"]}}}),
-        ),
-    )
-    .await
-    .unwrap();
+    approve(&client, &ns, "manual", &plan["planHash"]).await;
     reason(&client, &ns, "manual", "ApplySucceeded").await;
     let tc = eventually(LONG, "status.plan cleared", || async {
         let tc = get_json(&client, &ns, TC, "TerraformCluster", "manual").await;
@@ -252,7 +230,7 @@ async fn a_manual_cluster_applies_only_an_approved_plan() {
 
     // The Secret-sourced variable reached the module (its hash is in state) and nowhere else.
     let state = state_document(&client, &ns, contract::names::ObjectKind::Cluster, "manual").await;
-    let digest = hex::encode(sha2::Sha256::digest(planted.as_bytes()));
+    let digest = sha256_hex(planted);
     assert!(
         state.to_string().contains(&digest),
         "the module saw the variable"
@@ -263,15 +241,9 @@ async fn a_manual_cluster_applies_only_an_approved_plan() {
     assert!(!logs().contains(planted));
 }
 
+/// Approves the plan `plan_hash` of the TerraformCluster `name` (`captf.io/approve-plan`).
 async fn approve(client: &kube::Client, ns: &str, name: &str, plan_hash: &serde_json::Value) {
-    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
-    tcs.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"annotations": {"captf.io/approve-plan": plan_hash}}})),
-    )
-    .await
-    .unwrap();
+    annotate(client, ns, name, "captf.io/approve-plan", plan_hash).await;
 }
 
 /// Plan Approval "PlanChanged" (book l.1619): the plan changes between its approval and the
@@ -303,17 +275,7 @@ async fn an_approved_plan_that_changed_before_its_apply_is_plan_changed() {
     // A change is due (a Cluster field the cluster role renders) while the knob reads "first":
     // the plan creates `terraform_data.knob[0]`.
     set_drift_knob(&client, &ns, "first").await;
-    let clusters: Api<api::capi::Cluster> = Api::namespaced(client.clone(), &ns);
-    clusters
-        .patch(
-            "moving",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"clusterNetwork": {"serviceDomain": "example.internal"}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    set_service_domain(&client, &ns, "moving", "example.internal").await;
     let tc = reason(&client, &ns, "moving", "PlanAwaitingApproval").await;
     let shown = tc["status"]["plan"]["planHash"].clone();
     assert!(shown.as_str().unwrap().starts_with("p1:"), "{tc:#}");

@@ -93,11 +93,6 @@ fn token_hash_of(state_gz: &[u8]) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn sha256_hex(s: &str) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(s.as_bytes()))
-}
-
 async fn set_token(client: &kube::Client, ns: &str, name: &str, token: &str) {
     let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
     tcs.patch(
@@ -135,15 +130,9 @@ async fn applied_and_backed_up(
     .await
 }
 
-async fn annotate(client: &kube::Client, ns: &str, name: &str, value: Option<&str>) {
-    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
-    tcs.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"annotations": {"captf.io/restore-state": value}}})),
-    )
-    .await
-    .unwrap();
+/// Asks for a restore: the TerraformCluster `name`'s `captf.io/restore-state` set to `value`.
+async fn restore_state(client: &kube::Client, ns: &str, name: &str, value: &str) {
+    annotate(client, ns, name, "captf.io/restore-state", value).await;
 }
 
 /// Three applies under `--state-backups=2`: each new serial is copied verbatim (the backup
@@ -261,7 +250,7 @@ async fn a_restore_puts_back_the_backup_and_the_next_apply_proceeds_from_it() {
     assert!(listed.windows(2).all(|w| w[0] > w[1]), "{listed:?}");
 
     // Step 2: annotate. Step 3: wait for the restore and the annotation's removal.
-    annotate(&client, &ns, "restored", Some(&wanted.to_string())).await;
+    restore_state(&client, &ns, "restored", &wanted.to_string()).await;
     let tc = eventually(LONG, "the restore", || async {
         let tc = get_json(&client, &ns, TC, "TerraformCluster", "restored").await;
         let restored = condition(&tc, "RestoreJobSucceeded")
@@ -343,7 +332,7 @@ async fn a_restore_of_a_missing_serial_is_refused() {
     })
     .await;
     for (value, says) in [("999", "serial 999"), ("latest", "must be a state serial")] {
-        annotate(&client, &ns, "nobackup", Some(value)).await;
+        restore_state(&client, &ns, "nobackup", value).await;
         let tc = eventually(LONG, "the refusal", || async {
             let tc = get_json(&client, &ns, TC, "TerraformCluster", "nobackup").await;
             let c = tc["status"]["conditions"]
@@ -430,13 +419,7 @@ async fn a_state_of_a_foreign_lineage_is_reported_never_applied_over_and_restore
     assert_eq!(backed_up.len(), 1, "the foreign state was backed up");
 
     // The runbook's way back: restore the object's own newest backup.
-    annotate(
-        &client,
-        &ns,
-        "lineage",
-        Some(&serial_of(&first).to_string()),
-    )
-    .await;
+    restore_state(&client, &ns, "lineage", &serial_of(&first).to_string()).await;
     applied_and_backed_up(&client, &ns, "lineage", "second").await;
     let live: Value =
         serde_json::from_slice(&gunzip(&live_state(&client, &ns, "lineage").await)).unwrap();
@@ -446,15 +429,8 @@ async fn a_state_of_a_foreign_lineage_is_reported_never_applied_over_and_restore
 }
 
 async fn set_paused(client: &kube::Client, ns: &str, name: &str, paused: bool) {
-    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
     let value = paused.then_some("true");
-    tcs.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": value}}})),
-    )
-    .await
-    .unwrap();
+    annotate(client, ns, name, "cluster.x-k8s.io/paused", value).await;
 }
 
 /// While paused: the token set and a restore of `serial` asked for; then unpaused, so the
@@ -467,7 +443,7 @@ async fn restore_then_apply(client: &kube::Client, ns: &str, name: &str, serial:
     })
     .await;
     set_token(client, ns, name, token).await;
-    annotate(client, ns, name, Some(&serial.to_string())).await;
+    restore_state(client, ns, name, &serial.to_string()).await;
     set_paused(client, ns, name, false).await;
     eventually(LONG, &format!("the restore of serial {serial}"), || async {
         let jobs = op_jobs(&jobs_of(client, ns, name).await, "restore");
@@ -659,7 +635,7 @@ async fn a_failed_restore_is_not_retried_for_the_same_serial() {
     }
 
     let value = serial.to_string();
-    annotate(&client, &ns, "damaged", Some(&value)).await;
+    restore_state(&client, &ns, "damaged", &value).await;
     let tc = eventually(LONG, "RestoreJobSucceeded=False/RestoreFailed", || async {
         let tc = get_json(&client, &ns, TC, "TerraformCluster", "damaged").await;
         (condition(&tc, "RestoreJobSucceeded")
@@ -865,7 +841,7 @@ async fn a_state_over_one_mebibyte_is_read_backed_up_and_restored(runtime: &str,
     })
     .await;
     set_blocks(&client, &ns, "big", 100, dense).await;
-    annotate(&client, &ns, "big", Some(&first_serial.to_string())).await;
+    restore_state(&client, &ns, "big", &first_serial.to_string()).await;
     set_paused(&client, &ns, "big", false).await;
     let tc = eventually(LONG, "RestoreJobSucceeded=True", || async {
         let tc = get_json(&client, &ns, TC, "TerraformCluster", "big").await;

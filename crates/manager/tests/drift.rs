@@ -198,34 +198,6 @@ async fn state_has_knob(client: &kube::Client, ns: &str, name: &str) -> bool {
         .any(|r| r["mode"] == "managed" && r["name"] == "knob")
 }
 
-async fn annotate(client: &kube::Client, ns: &str, name: &str, key: &str, value: &Value) {
-    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
-    tcs.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
-    )
-    .await
-    .unwrap();
-}
-
-/// ApplyJobSucceeded's reason, once it is `want`; on timeout fails with the status.
-async fn apply_reason(client: &kube::Client, ns: &str, name: &str, want: &str) -> Value {
-    let deadline = std::time::Instant::now() + LONG;
-    loop {
-        let tc = get_json(client, ns, TC, "TerraformCluster", name).await;
-        if condition(&tc, "ApplyJobSucceeded").map(|c| c.1) == Some(want.to_owned()) {
-            return tc;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for ApplyJobSucceeded {want}: {:#}",
-            tc["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 /// Drift and Health "Remediate" for a TerraformCluster (book l.906, l.1581, l.1719): a
 /// remediation that only adds goes through; one whose plan deletes a resource is blocked by the
 /// destructive-plan guard (`DestructivePlanBlocked`, the state untouched) until its inputs hash
@@ -252,7 +224,7 @@ async fn a_cluster_remediation_goes_through_the_destructive_guard_and_manual_app
 
     // Drift whose remediation deletes the knob resource: blocked until its hash is approved.
     set_drift_knob(&client, &ns, "steady").await;
-    let tc = apply_reason(&client, &ns, "guarded", "DestructivePlanBlocked").await;
+    let tc = apply_reason(&client, &ns, "guarded", "DestructivePlanBlocked", LONG).await;
     assert_eq!(
         tc["status"]["lastRun"]["error"]["kind"], "blocked",
         "{tc:#}"
@@ -297,7 +269,7 @@ async fn a_cluster_remediation_goes_through_the_destructive_guard_and_manual_app
     .await
     .unwrap();
     set_drift_knob(&client, &ns, "again").await;
-    let tc = apply_reason(&client, &ns, "guarded", "PlanAwaitingApproval").await;
+    let tc = apply_reason(&client, &ns, "guarded", "PlanAwaitingApproval", LONG).await;
     let plan = tc["status"]["plan"].clone();
     assert_eq!(plan["add"], 1, "{tc:#}");
     tokio::time::sleep(Duration::from_secs(5)).await;

@@ -30,30 +30,6 @@ async fn set_exports_value(client: &kube::Client, ns: &str, name: &str, value: V
     .unwrap();
 }
 
-/// Polls the `kind` object `name` until `check` holds; on timeout fails with its conditions.
-async fn until(
-    client: &kube::Client,
-    ns: &str,
-    kind: &str,
-    name: &str,
-    what: &str,
-    check: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = std::time::Instant::now() + LONG;
-    loop {
-        let o = get_json(client, ns, TC, kind, name).await;
-        if check(&o) {
-            return o;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}: {:#}",
-            o["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 /// `captf_cluster_outputs` as the object's durable inputs Secret (`captf-inputs-<m|mp>-<name>`)
 /// recorded it at its last Job start.
 async fn handed_exports(client: &kube::Client, ns: &str, secret: &str) -> Option<Value> {
@@ -93,9 +69,11 @@ async fn a_malformed_exports_value_holds_machines_until_it_is_fixed() {
     let tc = until(
         &client,
         &ns,
+        TC,
         "TerraformCluster",
         "prod",
         "the cluster's OutputsValid=False",
+        LONG,
         |tc| condition(tc, "OutputsValid").is_some_and(|c| c.0 == "False"),
     )
     .await;
@@ -234,15 +212,14 @@ async fn a_machine_of_an_externally_managed_cluster_is_handed_empty_exports() {
         json!({"controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443}}),
     )
     .await;
-    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
-    tcs.patch(
+    annotate(
+        &client,
+        &ns,
         "byo",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"annotations": {
-            "cluster.x-k8s.io/managed-by": "someone-else"}}})),
+        "cluster.x-k8s.io/managed-by",
+        "someone-else",
     )
-    .await
-    .unwrap();
+    .await;
     let _mgr = start_manager(&client, &ns, &images, "manager-extexports");
     capi_cluster_provisioned(&client, &ns, "byo").await;
     capi_control_plane_initialized(&client, &ns, "byo").await;

@@ -23,31 +23,6 @@ use serde_json::{Value, json};
 const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
 const LONG: Duration = Duration::from_secs(240);
 
-/// What every test here starts from: the shared environment and images, an admin client, a
-/// namespace `<prefix>-…`, and the identity `id-<prefix>` allowing it, whose credentials hold
-/// the planted value `planted-<prefix>-1`.
-struct Fx {
-    env: &'static testenv::TestEnv,
-    images: Images,
-    client: kube::Client,
-    ns: String,
-}
-
-async fn fixture(prefix: &str) -> Fx {
-    let (env, images) = setup().await;
-    let client = env.client().await.unwrap();
-    install_runner_cluster_role(&client).await;
-    let ns = env.namespace(prefix).await.unwrap();
-    let planted = format!("planted-{prefix}-1");
-    identity(&client, &format!("id-{prefix}"), &[ns.as_str()], &planted).await;
-    Fx {
-        env,
-        images,
-        client,
-        ns,
-    }
-}
-
 /// Polls the TerraformCluster `name` until `check` holds, failing with the object after `LONG`.
 async fn cluster_until(
     client: &kube::Client,
@@ -56,18 +31,7 @@ async fn cluster_until(
     what: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = std::time::Instant::now() + LONG;
-    loop {
-        let tc = get_json(client, ns, TC, "TerraformCluster", name).await;
-        if check(&tc) {
-            return tc;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}: {tc:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    until(client, ns, TC, "TerraformCluster", name, what, LONG, check).await
 }
 
 /// The condition `type_` of the TerraformCluster `name`, once it reads `(status, reason)`.
@@ -132,7 +96,7 @@ async fn an_owner_that_does_not_reference_back_or_is_gone_runs_no_job() {
         images,
         client,
         ns,
-    } = fixture("owners").await;
+    } = fixture_with_identity("owners").await;
     let mgr = start_manager(&client, &ns, &images, "manager-owners");
     cluster(&client, &ns, "real", "id-owners", &images.cluster).await;
     let owner = get_json(&client, &ns, "cluster.x-k8s.io/v1beta2", "Cluster", "real").await;
@@ -242,7 +206,7 @@ async fn inputs_over_the_size_limit_start_no_job_until_they_shrink() {
         images,
         client,
         ns,
-    } = fixture("toolarge").await;
+    } = fixture_with_identity("toolarge").await;
     let image = slow_image(env).await;
     let mgr = start_manager(&client, &ns, &images, "manager-toolarge");
     let big = "x".repeat(1_000_001);
@@ -336,7 +300,7 @@ async fn a_missing_variables_source_holds_the_cluster_and_its_deletion_still_des
         images,
         client,
         ns,
-    } = fixture("varsource").await;
+    } = fixture_with_identity("varsource").await;
     let image = slow_image(env).await;
     let mgr = start_manager(&client, &ns, &images, "manager-varsource");
     cluster_with_spec(
@@ -437,11 +401,6 @@ async fn a_missing_variables_source_holds_the_cluster_and_its_deletion_still_des
     mgr.stop().await;
 }
 
-fn sha256_hex(s: &str) -> String {
-    use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(s.as_bytes()))
-}
-
 /// Module Variables "Merge order and formats": a `JSON` source whose value is not JSON holds the
 /// cluster at `DependenciesReady=False/VariablesInvalid`, naming the source and the key, never the
 /// value; so does a key that is not a variable name (`captf_` is reserved). No Job runs.
@@ -452,7 +411,7 @@ async fn a_variables_source_that_cannot_be_read_is_variables_invalid() {
         images,
         client,
         ns,
-    } = fixture("varinvalid").await;
+    } = fixture_with_identity("varinvalid").await;
     let image = slow_image(env).await;
     let mgr = start_manager(&client, &ns, &images, "manager-varinvalid");
     let planted = "planted-varinvalid-not-json-2";
@@ -531,7 +490,7 @@ async fn an_apply_past_its_deadline_is_job_deadline_exceeded() {
         images,
         client,
         ns,
-    } = fixture("deadline").await;
+    } = fixture_with_identity("deadline").await;
     let image = slow_image(env).await;
     let mgr = start_manager(&client, &ns, &images, "manager-deadline");
     cluster_with_spec(
@@ -585,7 +544,7 @@ async fn an_image_without_a_module_is_image_invalid() {
         images,
         client,
         ns,
-    } = fixture("layout").await;
+    } = fixture_with_identity("layout").await;
     let image = moduleless_image(env).await;
     let mgr = start_manager(&client, &ns, &images, "manager-layout");
     cluster(&client, &ns, "empty", "id-layout", &image).await;
@@ -619,7 +578,7 @@ async fn reserved_env_is_dropped_and_the_security_context_is_merged() {
         images,
         client,
         ns,
-    } = fixture("jobpolicy").await;
+    } = fixture_with_identity("jobpolicy").await;
     let mgr = start_manager(&client, &ns, &images, "manager-jobpolicy");
     cluster_with_spec(
         &client,
@@ -681,7 +640,7 @@ async fn a_state_encrypted_by_opentofu_is_state_encrypted_and_left_alone() {
         images,
         client,
         ns,
-    } = fixture("encrypted").await;
+    } = fixture_with_identity("encrypted").await;
     let passphrase = "planted-encryption-passphrase-2";
     let suffix = contract::names::state_suffix(&ns, contract::names::ObjectKind::Cluster, "sealed");
     let kubeconfig = env.endpoints().kubeconfig.clone();
@@ -808,7 +767,7 @@ async fn a_revoked_identity_deletes_the_mirror_and_holds_the_destroy_until_resto
         images,
         client,
         ns,
-    } = fixture("revoked").await;
+    } = fixture_with_identity("revoked").await;
     let mgr = start_manager(&client, &ns, &images, "manager-revoked");
     cluster(&client, &ns, "held", "id-revoked", &images.cluster).await;
     wait_ready(&client, &ns, "TerraformCluster", "held", "True", LONG).await;
@@ -904,7 +863,7 @@ async fn a_runner_account_must_opt_in_and_an_unmanaged_binding_is_rbac_failed() 
         images,
         client,
         ns,
-    } = fixture("runnersa").await;
+    } = fixture_with_identity("runnersa").await;
     let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &ns);
     let foreign: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": "captf-runner"},
@@ -1017,7 +976,7 @@ async fn the_stuck_destroy_runbook_step_by_step() {
         images,
         client,
         ns,
-    } = fixture("stuckdestroy").await;
+    } = fixture_with_identity("stuckdestroy").await;
     let image = undestroyable_image(env).await;
     let mgr = start_manager(&client, &ns, &images, "manager-stuckdestroy");
     cluster_with_spec(
@@ -1132,7 +1091,7 @@ async fn a_drift_check_past_its_deadline_is_drift_job_deadline_exceeded() {
         images,
         client,
         ns,
-    } = fixture("driftdeadline").await;
+    } = fixture_with_identity("driftdeadline").await;
     let mgr = start_manager(&client, &ns, &images, "manager-driftdeadline");
     cluster(&client, &ns, "hurried", "id-driftdeadline", &images.cluster).await;
     wait_ready(&client, &ns, "TerraformCluster", "hurried", "True", LONG).await;

@@ -20,46 +20,9 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use manager::runtime::context::Target;
 use serde_json::{Value, json};
-use sha2::Digest;
 
 const LONG: Duration = Duration::from_secs(240);
 const TC: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
-
-/// What the tests here start from: the shared environment and images, a client, the static
-/// `captf-runner` ClusterRole and a fresh namespace named after `prefix`.
-struct Fixture {
-    env: &'static testenv::TestEnv,
-    images: Images,
-    client: kube::Client,
-    ns: String,
-}
-
-async fn fixture(prefix: &str) -> Fixture {
-    let (env, images) = setup().await;
-    let client = env.client().await.unwrap();
-    install_runner_cluster_role(&client).await;
-    let ns = env.namespace(prefix).await.unwrap();
-    Fixture {
-        env,
-        images,
-        client,
-        ns,
-    }
-}
-
-/// [`fixture`] with an identity `id-<prefix>` allowed in the namespace, its Secret holding
-/// `planted-<prefix>-1`.
-async fn fixture_with_identity(prefix: &str) -> Fixture {
-    let f = fixture(prefix).await;
-    identity(
-        &f.client,
-        &format!("id-{prefix}"),
-        &[f.ns.as_str()],
-        &format!("planted-{prefix}-1"),
-    )
-    .await;
-    f
-}
 
 fn condition_types(obj: &Value) -> Vec<String> {
     obj["status"]["conditions"]
@@ -96,7 +59,7 @@ async fn patch_json(client: &kube::Client, ns: &str, kind: &str, name: &str, pat
 /// Job: nothing it would write lands, and the Jobs it reads are the live ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pass_on_a_stale_copy_neither_reverts_conditions_nor_starts_a_second_job() {
-    let Fixture {
+    let Fx {
         images, client, ns, ..
     } = fixture_with_identity("stale").await;
     let mgr = start_manager(&client, &ns, &images, "manager-stale");
@@ -144,7 +107,7 @@ async fn a_pass_on_a_stale_copy_neither_reverts_conditions_nor_starts_a_second_j
 /// new value, long before any sync period or drift interval would look again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn editing_a_labelled_variables_config_map_re_applies_the_objects_that_reference_it() {
-    let Fixture {
+    let Fx {
         env,
         images,
         client,
@@ -163,7 +126,6 @@ async fn editing_a_labelled_variables_config_map_re_applies_the_objects_that_ref
     let sources = json!({"variablesFrom": [{"configMapRef": {"name": "vars"}}]});
     cluster_with_spec(&client, &ns, "varswatch", "id-varswatch", &image, sources).await;
     wait_ready(&client, &ns, "TerraformCluster", "varswatch", "True", LONG).await;
-    let digest = |v: &str| hex::encode(sha2::Sha256::digest(v.as_bytes()));
     let state = |client: kube::Client, ns: String| async move {
         state_document(
             &client,
@@ -177,7 +139,7 @@ async fn editing_a_labelled_variables_config_map_re_applies_the_objects_that_ref
     eventually(LONG, "the first value applied", || async {
         state(client.clone(), ns.clone())
             .await
-            .contains(&digest("first-value"))
+            .contains(&sha256_hex("first-value"))
             .then_some(())
     })
     .await;
@@ -203,7 +165,7 @@ async fn editing_a_labelled_variables_config_map_re_applies_the_objects_that_ref
         || async {
             state(client.clone(), ns.clone())
                 .await
-                .contains(&digest("second-value"))
+                .contains(&sha256_hex("second-value"))
                 .then_some(())
         },
     )
@@ -220,7 +182,7 @@ async fn editing_a_labelled_variables_config_map_re_applies_the_objects_that_ref
 /// Job, and nothing is created in their namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn externally_managed_objects_of_every_kind_are_left_alone() {
-    let Fixture {
+    let Fx {
         images, client, ns, ..
     } = fixture_with_identity("extmgd").await;
     cluster(&client, &ns, "ext", "id-extmgd", &images.cluster).await;
@@ -260,7 +222,7 @@ async fn externally_managed_objects_of_every_kind_are_left_alone() {
 /// mirror, no identity, state or inputs conditions, no Job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_finalizer_the_pass_stops_right_after_the_owner_lookup() {
-    let Fixture {
+    let Fx {
         images, client, ns, ..
     } = fixture_with_identity("nofin").await;
     cluster(&client, &ns, "nofin", "id-nofin", &images.cluster).await;
@@ -305,7 +267,7 @@ async fn without_a_finalizer_the_pass_stops_right_after_the_owner_lookup() {
 /// nothing else is read or started: no credentials, no runner RBAC, no state, no Job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_paused_branch_does_only_what_the_book_lists() {
-    let Fixture {
+    let Fx {
         images, client, ns, ..
     } = fixture_with_identity("paused").await;
     cluster(&client, &ns, "paused", "id-paused", &images.cluster).await;
@@ -369,7 +331,7 @@ async fn the_paused_branch_does_only_what_the_book_lists() {
 /// hold its deletion (`DeletionBlocked=True/DependentsExist`), and the finalizer stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dependents_check_falls_back_to_the_cluster_owner_reference_name() {
-    let Fixture {
+    let Fx {
         images, client, ns, ..
     } = fixture_with_identity("depsref").await;
     create(
@@ -420,7 +382,7 @@ async fn the_dependents_check_falls_back_to_the_cluster_owner_reference_name() {
 /// the same Job policy as its applies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphaned_machine_keeps_its_cluster_job_defaults() {
-    let Fixture {
+    let Fx {
         images, client, ns, ..
     } = fixture("orphan").await;
     create(
@@ -485,7 +447,7 @@ async fn runner_subjects(client: &kube::Client, ns: &str) -> Vec<String> {
 /// (The identity does not exist, so no Job starts and no running Job needs either account.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runner_role_binding_subjects_are_recomputed_not_only_grown() {
-    let Fixture {
+    let Fx {
         images, client, ns, ..
     } = fixture("rbsubj").await;
     create(

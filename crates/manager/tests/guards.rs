@@ -176,17 +176,6 @@ async fn a_failing_apply_backs_off_one_minute() {
     );
 }
 
-async fn poke_cluster(client: &kube::Client, ns: &str, name: &str, value: &str) {
-    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
-    tcs.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"poke": value}}})),
-    )
-    .await
-    .unwrap();
-}
-
 /// Whether the object's apply of `attempt` exists (or existed: history pruning may have removed
 /// it since, which it only does once a newer attempt exists).
 async fn attempts(client: &kube::Client, ns: &str, name: &str) -> Vec<u32> {
@@ -232,7 +221,7 @@ async fn the_retry_backoff_steps_are_one_two_and_ten_minutes() {
             .advance(Duration::from_secs(before.saturating_sub(offset)));
         offset = offset.max(before);
         pokes += 1;
-        poke_cluster(&client, &ns, "steps", &pokes.to_string()).await;
+        poke(&client, &ns, "steps", &pokes.to_string()).await;
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert_eq!(
             attempts(&client, &ns, "steps").await.last(),
@@ -244,7 +233,7 @@ async fn the_retry_backoff_steps_are_one_two_and_ten_minutes() {
         mgr.clock.advance(Duration::from_secs(step + 5 - offset));
         offset = step + 5;
         pokes += 1;
-        poke_cluster(&client, &ns, "steps", &pokes.to_string()).await;
+        poke(&client, &ns, "steps", &pokes.to_string()).await;
         // Within 30 s: sooner than the step itself in real time, so only the clock counts.
         eventually(
             Duration::from_secs(30),
@@ -462,6 +451,28 @@ async fn a_restarted_manager_picks_up_the_finished_job() {
     assert_eq!(jobs_of(&client, &ns, "again").await.len(), 1);
 }
 
+/// An admin client that counts its Job creates in `posted` and loses a Secret create (sent to a
+/// path that does not exist, as if a crash came first) whenever `lose`, given that count, says so.
+async fn losing_secret_creates(
+    env: &testenv::TestEnv,
+    posted: Arc<AtomicUsize>,
+    lose: impl Fn(usize) -> bool + Clone + Send + Sync + 'static,
+) -> kube::Client {
+    client_mapping(env, move |mut req: http::Request<kube::client::Body>| {
+        let path = req.uri().path().to_owned();
+        if req.method() == http::Method::POST && path.ends_with("/jobs") {
+            posted.fetch_add(1, Ordering::SeqCst);
+        } else if req.method() == http::Method::POST
+            && path.ends_with("/secrets")
+            && lose(posted.load(Ordering::SeqCst))
+        {
+            *req.uri_mut() = format!("{path}-lost").parse().unwrap();
+        }
+        req
+    })
+    .await
+}
+
 /// A pass stopped between creating a Job and its per-run Secret (here the Secret's create fails,
 /// as a crash at that point would leave it) is repaired by the next pass: the Secret is written
 /// late and the same Job runs, well before a never-startable Job would be deleted and replaced by
@@ -475,19 +486,9 @@ async fn a_job_left_without_its_per_run_secret_gets_it_from_the_next_pass() {
     identity(&client, "id-late-secret", &[ns.as_str()], "planted-late-1").await;
     // After the first Job create, the next Secret create (the per-run Secret's) goes nowhere.
     let (job_posted, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let (posted, fail) = (job_posted.clone(), failed.clone());
-    let failing = client_mapping(env, move |mut req: http::Request<kube::client::Body>| {
-        let path = req.uri().path().to_owned();
-        if req.method() == http::Method::POST && path.ends_with("/jobs") {
-            posted.fetch_add(1, Ordering::SeqCst);
-        } else if req.method() == http::Method::POST
-            && path.ends_with("/secrets")
-            && posted.load(Ordering::SeqCst) == 1
-            && fail.fetch_add(1, Ordering::SeqCst) == 0
-        {
-            *req.uri_mut() = format!("{path}-lost").parse().unwrap();
-        }
-        req
+    let fail = failed.clone();
+    let failing = losing_secret_creates(env, job_posted.clone(), move |posted| {
+        posted == 1 && fail.fetch_add(1, Ordering::SeqCst) == 0
     })
     .await;
     let _mgr = start_manager(&failing, &ns, &images, "manager-late-secret");
@@ -525,19 +526,9 @@ async fn a_job_without_its_per_run_secret_or_a_pod_is_deleted_as_stuck_after_a_m
         Arc::new(AtomicUsize::new(0)),
         Arc::new(AtomicBool::new(true)),
     );
-    let (posted, lose) = (job_posted.clone(), losing.clone());
-    let failing = client_mapping(env, move |mut req: http::Request<kube::client::Body>| {
-        let path = req.uri().path().to_owned();
-        if req.method() == http::Method::POST && path.ends_with("/jobs") {
-            posted.fetch_add(1, Ordering::SeqCst);
-        } else if req.method() == http::Method::POST
-            && path.ends_with("/secrets")
-            && posted.load(Ordering::SeqCst) >= 1
-            && lose.load(Ordering::SeqCst)
-        {
-            *req.uri_mut() = format!("{path}-lost").parse().unwrap();
-        }
-        req
+    let lose = losing.clone();
+    let failing = losing_secret_creates(env, job_posted.clone(), move |posted| {
+        posted >= 1 && lose.load(Ordering::SeqCst)
     })
     .await;
     let mgr = start_manager(&failing, &ns, &images, "manager-stuck");
@@ -563,14 +554,7 @@ async fn a_job_without_its_per_run_secret_or_a_pod_is_deleted_as_stuck_after_a_m
 
     // A minute later, as the manager sees it: deleted as stuck.
     mgr.clock.advance(Duration::from_secs(61));
-    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
-    tcs.patch(
-        "stuck",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"poke": "1"}}})),
-    )
-    .await
-    .unwrap();
+    poke(&client, &ns, "stuck", "1").await;
     // Within 30 s: well before the Job is a minute old in real time, so only the clock counts.
     eventually(Duration::from_secs(30), "StuckJobDeleted", || async {
         let gone = !jobs_of(&client, &ns, "stuck")
@@ -987,7 +971,6 @@ async fn steady_state_reconcile_requests() {
         {"secretRef": {"name": "steady-secret-vars"}},
     ]});
     cluster_with_spec(&admin, &ns, "steady", "id-steady", &image, sources).await;
-    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(admin.clone(), &ns);
     wait_ready(&admin, &ns, "TerraformCluster", "steady", "True", LONG).await;
     // Steady: the passes that follow the apply (bookkeeping, the state adopted) are over once
     // the manager made no request for four seconds.
@@ -1012,13 +995,7 @@ async fn steady_state_reconcile_requests() {
     };
     let passes_before = passes(&mgr.metrics);
     let before = count.load(Ordering::SeqCst);
-    tcs.patch(
-        "steady",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"poke": "1"}}})),
-    )
-    .await
-    .unwrap();
+    poke(&admin, &ns, "steady", "1").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let used = count.load(Ordering::SeqCst) - before;
     let ran = passes(&mgr.metrics) - passes_before;

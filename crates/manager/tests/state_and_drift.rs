@@ -43,17 +43,6 @@ async fn set_lock(client: &kube::Client, ns: &str, name: &str, id: &str, who: &s
     }
 }
 
-async fn poke(client: &kube::Client, ns: &str, name: &str, value: &str) {
-    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
-    tcs.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"poke": value}}})),
-    )
-    .await
-    .unwrap();
-}
-
 /// A lock held by something else is reported and runs nothing; a lock left by one of the
 /// object's own runner pods that is gone is force-unlocked by the next Job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,17 +58,7 @@ async fn a_foreign_lock_is_reported_and_a_stale_own_lock_is_force_unlocked() {
     let lock_id = "4a7c8b1e-0000-4000-8000-locked000001";
     set_lock(&client, &ns, "locked", lock_id, "alice@workstation").await;
     // A Cluster change the cluster role renders: a re-apply is due.
-    let clusters: Api<api::capi::Cluster> = Api::namespaced(client.clone(), &ns);
-    clusters
-        .patch(
-            "locked",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"clusterNetwork": {"serviceDomain": "example.internal"}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    set_service_domain(&client, &ns, "locked", "example.internal").await;
     let tc = eventually(LONG, "StateLocked", || async {
         let tc = get_json(&client, &ns, TC, "TerraformCluster", "locked").await;
         (condition(&tc, "StateReadable").map(|c| c.1) == Some("StateLocked".to_owned()))
@@ -318,15 +297,7 @@ async fn a_corrupted_or_deleted_state_is_reported_and_never_applied_over() {
         )
         .await
         .unwrap();
-    let clusters: Api<api::capi::Cluster> = Api::namespaced(client.clone(), &ns);
-    clusters
-        .patch(
-            "lost",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"clusterNetwork": {"serviceDomain": "lost.internal"}}})),
-        )
-        .await
-        .unwrap();
+    set_service_domain(&client, &ns, "lost", "lost.internal").await;
     reported_and_nothing_ran(&client, &ns, "lost", "StateCorrupt").await;
 
     secrets
@@ -628,17 +599,7 @@ async fn the_stale_lock_runbook_step_by_step() {
     let lock_id = "4a7c8b1e-0000-4000-8000-runbook00001";
     set_lock(&client, &ns, "runbook", lock_id, "bob@laptop").await;
     // A Cluster change the cluster role renders: a re-apply is due, and waits for the lock.
-    let clusters: Api<api::capi::Cluster> = Api::namespaced(client.clone(), &ns);
-    clusters
-        .patch(
-            "runbook",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"clusterNetwork": {"serviceDomain": "example.internal"}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    set_service_domain(&client, &ns, "runbook", "example.internal").await;
 
     // Signs.
     let tc = eventually(LONG, "StateLocked", || async {

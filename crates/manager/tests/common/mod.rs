@@ -565,6 +565,142 @@ pub async fn wait_ready(
     .await
 }
 
+/// Polls the object every 250 ms until `check` holds, and returns it; after `timeout` fails
+/// naming `what`, with the whole object.
+#[allow(clippy::too_many_arguments)]
+pub async fn until(
+    client: &Client,
+    ns: &str,
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let o = get_json(client, ns, api_version, kind, name).await;
+        if check(&o) {
+            return o;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {o:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The TerraformCluster `name`, once its `ApplyJobSucceeded` reason is `want` (see [`until`]).
+pub async fn apply_reason(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    want: &str,
+    timeout: Duration,
+) -> Value {
+    until(
+        client,
+        ns,
+        "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "TerraformCluster",
+        name,
+        &format!("ApplyJobSucceeded reason {want}"),
+        timeout,
+        |tc| condition(tc, "ApplyJobSucceeded").map(|c| c.1) == Some(want.to_owned()),
+    )
+    .await
+}
+
+/// Merge-patches the annotation `key` of the TerraformCluster `name` to `value` (null removes it).
+pub async fn annotate(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    key: &str,
+    value: impl serde::Serialize,
+) {
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
+    tcs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Wakes the TerraformCluster `name` with a change that is no input: its label `poke` set to
+/// `value`.
+pub async fn poke(client: &Client, ns: &str, name: &str, value: &str) {
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), ns);
+    tcs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"poke": value}}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Sets the Cluster `name`'s `spec.clusterNetwork.serviceDomain`: a Cluster field the cluster
+/// role renders, so a re-apply of its TerraformCluster is due.
+pub async fn set_service_domain(client: &Client, ns: &str, name: &str, domain: &str) {
+    let clusters: Api<api::capi::Cluster> = Api::namespaced(client.clone(), ns);
+    clusters
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"clusterNetwork": {"serviceDomain": domain}}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// The lowercase hex sha256 of `s`.
+pub fn sha256_hex(s: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(s.as_bytes()))
+}
+
+/// What a test starts from: the shared environment and images, an admin client, the static
+/// `captf-runner` ClusterRole and a fresh namespace named after `prefix`.
+pub struct Fx {
+    pub env: &'static TestEnv,
+    pub images: Images,
+    pub client: Client,
+    pub ns: String,
+}
+
+/// A fresh [`Fx`] for `prefix`.
+pub async fn fixture(prefix: &str) -> Fx {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace(prefix).await.unwrap();
+    Fx {
+        env,
+        images,
+        client,
+        ns,
+    }
+}
+
+/// [`fixture`] with an identity `id-<prefix>` allowed in the namespace, its Secret holding the
+/// planted value `planted-<prefix>-1`.
+pub async fn fixture_with_identity(prefix: &str) -> Fx {
+    let f = fixture(prefix).await;
+    identity(
+        &f.client,
+        &format!("id-{prefix}"),
+        &[f.ns.as_str()],
+        &format!("planted-{prefix}-1"),
+    )
+    .await;
+    f
+}
+
 /// The Jobs in `ns` whose owner-name label is `owner`, by name.
 pub async fn jobs_of(client: &Client, ns: &str, owner: &str) -> Vec<Job> {
     let api: Api<Job> = Api::namespaced(client.clone(), ns);
