@@ -17,6 +17,10 @@ pub mod annotations {
     pub const APPROVE_PLAN: &str = "captf.io/approve-plan";
     /// On a Terraform* object: the serial of a state backup to restore. Removed after success.
     pub const RESTORE_STATE: &str = "captf.io/restore-state";
+    /// On a Terraform* object: any new value asks for the object's check now (a drift check; a
+    /// refresh for a TerraformMachinePool), once per value (`status.lastHandledRequestedAt`). On
+    /// the Job started for it: the value it answers.
+    pub const REQUESTED_AT: &str = "captf.io/requested-at";
 
     // --- Written by CAPTF ------------------------------------------------------------------
 

@@ -62,6 +62,12 @@ pub struct WorkloadStatus {
     /// The image and runtime the last run used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceStatus>,
+    /// The last `captf.io/requested-at` value a check was started for (On-demand checks). Not
+    /// rebuilt after `clusterctl move`: the first pass after a move runs the requested check
+    /// once more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub last_handled_requested_at: Option<String>,
     /// The newest state backups, newest first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 16))]

@@ -129,6 +129,8 @@ pub struct JobRequest<'a> {
     pub runner_events: bool,
     /// The apply remediates drift (`captf.io/drift-remediation: "true"`).
     pub drift_remediation: bool,
+    /// The `captf.io/requested-at` value this check answers (On-demand checks).
+    pub requested: Option<&'a str>,
     /// The plan hash this apply was created for (`captf.io/approved-plan`).
     pub approved_plan: Option<&'a str>,
     /// For a restore Job: the backup to push (`captf.io/restore-serial`, the projected backup
@@ -412,6 +414,9 @@ fn job_annotations(req: &JobRequest<'_>) -> BTreeMap<String, String> {
     }
     if let Some(plan) = non_empty(req.approved_plan) {
         out.insert(annotations::APPROVED_PLAN.to_owned(), plan.to_owned());
+    }
+    if let Some(value) = req.requested {
+        out.insert(annotations::REQUESTED_AT.to_owned(), value.to_owned());
     }
     if let Some(restore) = req.restore {
         out.insert(

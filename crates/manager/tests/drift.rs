@@ -291,3 +291,65 @@ async fn a_cluster_remediation_goes_through_the_destructive_guard_and_manual_app
     .await;
     assert!(!events_json(&client, &ns).await.contains("planted-dg-1"));
 }
+
+/// On-demand checks (issue 33 item 2): with drift checks turned off, a new
+/// `captf.io/requested-at` value runs one drift check now, which finds the drift; the Job carries
+/// the value and `status.lastHandledRequestedAt` records it; the same value runs nothing more,
+/// and a new value runs the next check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requested_check_runs_once_per_value_with_drift_turned_off() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("drift-request").await.unwrap();
+    identity(&client, "id-drift-req", &[ns.as_str()], "planted-dreq-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-drift-request");
+    let off = json!({"drift": {"intervalSeconds": 0}});
+    applied_drifting_cluster(&client, env, &ns, "asked", "id-drift-req", off).await;
+    set_drift_knob(&client, &ns, "moved").await;
+    let drifts = || async { op_jobs(&jobs_of(&client, &ns, "asked").await, "drift") };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(drifts().await.is_empty(), "drift checks are off");
+
+    let key = "captf.io/requested-at";
+    annotate(&client, &ns, "asked", key, "1").await;
+    let tc = until(
+        &client,
+        &ns,
+        TC,
+        "TerraformCluster",
+        "asked",
+        "request 1 handled",
+        LONG,
+        |tc| {
+            tc["status"]["lastHandledRequestedAt"] == "1"
+                && condition(tc, "DriftDetected")
+                    == Some(("True".to_owned(), "DriftReported".to_owned()))
+        },
+    )
+    .await;
+    assert_eq!(tc["status"]["lastRun"]["operation"], "drift", "{tc:#}");
+    let jobs = drifts().await;
+    assert_eq!(jobs.len(), 1);
+    let carried = jobs[0].metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(carried.get(key).map(String::as_str), Some("1"));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(drifts().await.len(), 1, "one check per value");
+
+    annotate(&client, &ns, "asked", key, "2").await;
+    until(
+        &client,
+        &ns,
+        TC,
+        "TerraformCluster",
+        "asked",
+        "request 2 handled",
+        LONG,
+        |tc| tc["status"]["lastHandledRequestedAt"] == "2",
+    )
+    .await;
+    eventually(LONG, "the second check", || async {
+        (drifts().await.len() == 2).then_some(())
+    })
+    .await;
+}

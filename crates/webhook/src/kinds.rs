@@ -168,6 +168,18 @@ fn split<'a, T>(change: &Change<'a, T>) -> (&'a T, Option<&'a T>) {
     }
 }
 
+/// On-demand checks: a changed `captf.io/requested-at` value fits the status that records it.
+fn check_request<T: ResourceExt>(change: &Change<'_, T>, out: &mut Vec<Violation>) {
+    let (new, old) = split(change);
+    let key = api::constants::annotations::REQUESTED_AT;
+    let value = |o: &T| o.annotations().get(key).cloned();
+    crate::rules::requested::check_requested_at(
+        value(new).as_deref(),
+        old.and_then(value).as_deref(),
+        out,
+    );
+}
+
 /// What every workload kind's spec has: its workspace and its drift interval.
 trait WorkloadSpec {
     fn workspace(&self) -> &api::workload::WorkspaceSpec;
@@ -294,6 +306,7 @@ impl Validate for TerraformCluster {
         _: &L,
     ) -> Vec<Violation> {
         let mut out = Vec::new();
+        check_request(&change, &mut out);
         let (new, old) = split(&change);
         check_cluster_spec("spec", &new.spec, old.map(|o| &o.spec), &mut out);
         if let Some(old) = old {
@@ -312,6 +325,7 @@ impl Validate for TerraformMachine {
         _: &L,
     ) -> Vec<Violation> {
         let mut out = Vec::new();
+        check_request(&change, &mut out);
         match change {
             Change::Create(new) => check_machine_spec("spec", &new.spec, None, &mut out),
             Change::Update { new, old } => {
@@ -380,6 +394,7 @@ impl Validate for TerraformMachinePool {
         _: &L,
     ) -> Vec<Violation> {
         let mut out = Vec::new();
+        check_request(&change, &mut out);
         let (new, old) = split(&change);
         check_pool_spec("spec", &new.spec, old.map(|o| &o.spec), &mut out);
         out

@@ -30,6 +30,7 @@ fn cluster_apply(policy: &JobPolicy) -> JobRequest<'_> {
         force_unlock: None,
         runner_events: true,
         drift_remediation: false,
+        requested: None,
         approved_plan: None,
         restore: None,
     }

@@ -118,6 +118,8 @@ pub struct JobRecord {
     pub outcome: Option<JobOutcome>,
     /// Whether it is a drift-remediation apply.
     pub drift_remediation: bool,
+    /// The `captf.io/requested-at` value it was started for (On-demand checks).
+    pub requested: Option<String>,
     /// Whether its per-run Secret exists.
     pub run_secret_exists: bool,
     /// Whether a pod of it ever started.
@@ -286,6 +288,17 @@ pub struct RestoreBackup {
     pub resources: u64,
 }
 
+/// A check asked for by `captf.io/requested-at` (On-demand checks): the value, and whether a
+/// Job of the object already carries it (started by an earlier pass whose status write did not
+/// land): then it is only recorded, never run twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckRequest {
+    /// The annotation's value.
+    pub value: String,
+    /// A Job was started for it already.
+    pub answered: bool,
+}
+
 /// A restore to run (Terraform State "Restore"): the backup, and the inputs hash the state is
 /// adopted with afterwards (the backup's; `None` when the backed-up state had none).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -348,6 +361,8 @@ pub struct Observed {
     /// A restore the `captf.io/restore-state` annotation asks for (a backup of this object that
     /// was not restored, or failed to restore, before).
     pub restore: Option<RestoreAsk>,
+    /// A `captf.io/requested-at` value `status.lastHandledRequestedAt` does not hold yet.
+    pub requested: Option<CheckRequest>,
     /// A TerraformMachine with `spec.remediation.annotateMachine`: its
     /// `healthCheckIntervalSeconds`, a refresh cadence of its own (Machine Remediation).
     pub health_check_interval: Option<Duration>,
@@ -453,6 +468,7 @@ impl Observed {
             leases: Leases::default(),
             dependents: 0,
             restore: None,
+            requested: None,
             health_check_interval: None,
             membership_refresh: None,
             now,

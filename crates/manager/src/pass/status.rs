@@ -411,6 +411,7 @@ mod tests {
             finished: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(100)),
             outcome: None,
             drift_remediation: false,
+            requested: None,
             run_secret_exists: false,
             pod_ever_started: true,
             module_never_started: false,

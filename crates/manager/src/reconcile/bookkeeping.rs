@@ -308,6 +308,7 @@ pub fn job_record(
             None
         },
         drift_remediation: a.contains_key(annotations::DRIFT_REMEDIATION),
+        requested: a.get(annotations::REQUESTED_AT).cloned(),
         run_secret_exists,
         pod_ever_started: status.ready.unwrap_or(0) > 0
             || status.succeeded.unwrap_or(0) > 0

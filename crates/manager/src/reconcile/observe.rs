@@ -883,6 +883,42 @@ pub fn config(p: &Pass<'_>, o: &Observation) -> Config {
     }
 }
 
+/// The longest `captf.io/requested-at` value (`status.lastHandledRequestedAt`'s limit).
+pub const REQUESTED_AT_MAX: usize = 256;
+
+/// The object's `captf.io/requested-at` value, trimmed: `None` when absent, empty, or longer
+/// than [`REQUESTED_AT_MAX`] (the webhook refuses that; without it, the value is ignored with a
+/// warning, since no status could record it).
+pub fn requested_value(target: &crate::runtime::context::Target) -> Option<&str> {
+    let value = target
+        .annotation(api::constants::annotations::REQUESTED_AT)?
+        .trim();
+    if value.chars().count() > REQUESTED_AT_MAX {
+        tracing::warn!(
+            "{} is longer than {REQUESTED_AT_MAX} characters: ignored",
+            api::constants::annotations::REQUESTED_AT
+        );
+        return None;
+    }
+    (!value.is_empty()).then_some(value)
+}
+
+/// On-demand checks: the request `status.lastHandledRequestedAt` does not record yet, and
+/// whether a Job of the object already answers it.
+fn check_request(p: &Pass<'_>, records: &[JobRecord]) -> Option<decide::CheckRequest> {
+    let value = requested_value(p.target)?;
+    let status = p.facts.status();
+    if status.workload().last_handled_requested_at.as_deref() == Some(value) {
+        return None;
+    }
+    Some(decide::CheckRequest {
+        value: value.to_owned(),
+        answered: records
+            .iter()
+            .any(|r| r.requested.as_deref() == Some(value)),
+    })
+}
+
 /// The plain value `decide` reads. The "last" times come from the live Job list, not from a
 /// status the cache may not show yet.
 pub fn observed(p: &Pass<'_>, o: &Observation) -> Observed {
@@ -936,6 +972,7 @@ pub fn observed(p: &Pass<'_>, o: &Observation) -> Observed {
         leases: o.leases.clone(),
         dependents: o.dependents,
         restore: o.restore.clone(),
+        requested: check_request(p, records),
         health_check_interval: workload::health_check_interval(p.target),
         membership_refresh: match p.target {
             Target::Pool(tmp) => Some(crate::kinds::pool::membership_refresh(

@@ -114,12 +114,27 @@ pub fn report(observed: &Observed, acted: &Acted, facts: &Facts<'_>) -> Reported
     w.active_job = active_job;
     w.observed_generation = facts.generation;
     w.conditions = Some(conds.into_list());
+    if let Some(value) = handled_request(observed, acted) {
+        w.last_handled_requested_at = Some(value);
+    }
     Reported {
         status,
         transitions,
         events,
         lease_wait,
     }
+}
+
+/// On-demand checks: the `captf.io/requested-at` value this pass's status records as handled,
+/// once a check was started for it (in this pass, or by an earlier one whose status write did
+/// not land).
+fn handled_request(observed: &Observed, acted: &Acted) -> Option<String> {
+    let request = observed.requested.as_ref()?;
+    let started_now = acted
+        .started
+        .as_ref()
+        .is_some_and(|(start, _)| start.reason == decide::StartReason::Requested);
+    (request.answered || started_now).then(|| request.value.clone())
 }
 
 /// A Job just started: `Provisioning` while the first apply runs, `DriftRemediating` while a
@@ -244,6 +259,7 @@ pub fn decision_reason(d: &Decision) -> &'static str {
             StartReason::Refresh(_) => "refresh",
             StartReason::DriftCheck => "drift_interval",
             StartReason::Restore => "restore",
+            StartReason::Requested => "requested",
         },
         Decision::DeleteStuckJob { .. } => "stuck_job",
         Decision::DropFinalizer => "drop_finalizer",
@@ -661,6 +677,48 @@ mod tests {
 
     /// A first apply just started: `status.activeJob` names it, `InfrastructureHealthy` and
     /// `Ready` read `False/Provisioning`.
+    /// On-demand checks: `status.lastHandledRequestedAt` takes the value once a check started
+    /// for it (in this pass, or by an earlier pass a Job of which carries it), never before.
+    #[test]
+    fn a_request_is_recorded_once_its_check_started() {
+        let request = |answered| {
+            Some(decide::CheckRequest {
+                value: "7".into(),
+                answered,
+            })
+        };
+        let o = Observed {
+            requested: request(false),
+            ..observed()
+        };
+        let handled = |o: &Observed, a: &Acted| {
+            run(o, a, Vec::new(), |_| {})
+                .status
+                .workload()
+                .last_handled_requested_at
+                .clone()
+        };
+        assert_eq!(handled(&o, &nothing()), None);
+        let start = StartJob {
+            operation: Operation::Drift,
+            reason: StartReason::Requested,
+            attempt: 1,
+            tick: None,
+            inputs_hash: "h".into(),
+            restore: None,
+        };
+        let a = Acted {
+            started: Some((start.clone(), "captf-c-c-drift-a1-abcdef".into())),
+            ..acted(Decision::StartJob(start))
+        };
+        assert_eq!(handled(&o, &a).as_deref(), Some("7"));
+        let answered = Observed {
+            requested: request(true),
+            ..observed()
+        };
+        assert_eq!(handled(&answered, &nothing()).as_deref(), Some("7"));
+    }
+
     #[test]
     fn a_started_first_apply_reports_provisioning_and_the_active_job() {
         let o = Observed {
@@ -716,6 +774,7 @@ mod tests {
             finished: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_900)),
             outcome: Some(decide::JobOutcome::Succeeded),
             drift_remediation: false,
+            requested: None,
             run_secret_exists: false,
             pod_ever_started: true,
             module_never_started: false,

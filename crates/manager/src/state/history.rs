@@ -88,6 +88,7 @@ mod tests {
             finished: finished.map(at),
             outcome,
             drift_remediation: false,
+            requested: None,
             run_secret_exists: false,
             pod_ever_started: true,
             module_never_started: false,

@@ -12,6 +12,7 @@ pub mod identity;
 pub mod immutability;
 pub mod jobs;
 pub mod machine_delete;
+pub mod requested;
 pub mod variables;
 pub mod workspace;
 
@@ -46,6 +47,8 @@ pub enum Rule {
     JobsEnv,
     /// A drift interval is negative, or a pool's is 0.
     DriftInterval,
+    /// A `captf.io/requested-at` value is longer than `status.lastHandledRequestedAt` holds.
+    RequestedAt,
     /// A TerraformClusterIdentity's `allowedNamespaces` is an empty object.
     AllowedNamespaces,
     /// The requester may not `get` the Secret an identity names.
@@ -80,6 +83,7 @@ impl Rule {
             Rule::JobsLockTimeout => "jobs-lock-timeout",
             Rule::JobsEnv => "jobs-env",
             Rule::DriftInterval => "drift-interval",
+            Rule::RequestedAt => "requested-at",
             Rule::AllowedNamespaces => "allowed-namespaces",
             Rule::SecretAccess => "secret-access",
             Rule::IdentityInUse => "identity-in-use",

@@ -441,6 +441,7 @@ mod tests {
             StartReason::Refresh(_) | StartReason::DriftCheck => Operation::Refresh,
             StartReason::Apply(_) => Operation::Apply,
             StartReason::Restore => Operation::Restore,
+            StartReason::Requested => Operation::Drift,
         };
         StartJob {
             operation,
@@ -504,6 +505,7 @@ mod tests {
             finished: Some(at(finished)),
             outcome: Some(outcome),
             drift_remediation: false,
+            requested: None,
             run_secret_exists: true,
             pod_ever_started: true,
             module_never_started: false,

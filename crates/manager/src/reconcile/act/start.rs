@@ -131,6 +131,9 @@ pub(super) async fn start_job(
         force_unlock: None,
         runner_events: p.ctx.settings.runner_events,
         drift_remediation: start.drift_remediation(),
+        requested: (start.reason == StartReason::Requested)
+            .then(|| crate::reconcile::observe::requested_value(target))
+            .flatten(),
         approved_plan: expect_plan.as_deref(),
         restore: start.restore,
     };
@@ -207,7 +210,9 @@ pub(crate) fn changed_at(
     let reason = match start.reason {
         StartReason::Destroy => return meta.deletion_timestamp.as_ref().map(|t| t.0.into()),
         StartReason::Apply(r) | StartReason::Plan(r) => r,
-        StartReason::Refresh(_) | StartReason::DriftCheck => return None,
+        // A request's time is its annotation's write, which the cache does not keep (managed
+        // fields are dropped).
+        StartReason::Refresh(_) | StartReason::DriftCheck | StartReason::Requested => return None,
         StartReason::Restore => return restore_asked_at(meta),
     };
     let spec_written = meta

@@ -13,8 +13,9 @@ use contract::names::{ObjectKind, Operation};
 use contract::schedule;
 
 pub use crate::pass::observed::{
-    Approvals, ClusterLease, Config, Drift, GateBlock, Gates, HealthReading, Inputs, JobOutcome,
-    JobRecord, LastTimes, Leases, Observed, OwnerCheck, PlanStatus, RestoreAsk, StateRead,
+    Approvals, CheckRequest, ClusterLease, Config, Drift, GateBlock, Gates, HealthReading, Inputs,
+    JobOutcome, JobRecord, LastTimes, Leases, Observed, OwnerCheck, PlanStatus, RestoreAsk,
+    StateRead,
 };
 
 /// How old an active Job must be before it may be judged stuck.
@@ -80,6 +81,9 @@ pub enum StartReason {
     DriftCheck,
     /// `captf.io/restore-state` names a backup to restore.
     Restore,
+    /// `captf.io/requested-at` holds a value no check was started for (On-demand checks): a
+    /// drift check, or a pool's refresh.
+    Requested,
 }
 
 /// Why nothing starts now.
@@ -576,6 +580,15 @@ fn scheduled(o: &Observed, cfg: &Config, state_hash: &str) -> Decision {
     let every = |interval: Duration| due_from(last_sample, interval, uid, now);
 
     let mut candidates: Vec<(Option<SystemTime>, Operation, StartReason)> = Vec::new();
+    // On demand first: due now, under the same backoff, leases and gates as the schedule.
+    if o.requested.as_ref().is_some_and(|r| !r.answered) {
+        let op = if o.kind == ObjectKind::MachinePool {
+            Operation::Refresh
+        } else {
+            Operation::Drift
+        };
+        candidates.push((Some(now), op, StartReason::Requested));
+    }
     let refreshed_since_apply = match o.last.apply {
         Some(applied) => [o.last.refresh, o.last.drift_check]
             .into_iter()

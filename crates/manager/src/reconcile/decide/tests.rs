@@ -70,6 +70,7 @@ fn job(
         finished: outcome.map(|_| ago(finished_ago)),
         outcome,
         drift_remediation: false,
+        requested: None,
         run_secret_exists: true,
         pod_ever_started: true,
         module_never_started: false,
@@ -1268,4 +1269,51 @@ fn a_deletion_deletes_a_job_that_never_started_instead_of_waiting() {
         ..mk_observed()
     };
     assert!(matches!(decide(&destroying, &cfg()), Decision::Wait { .. }));
+}
+
+/// On-demand checks: a `captf.io/requested-at` value no Job answered starts the drift check now
+/// (a pool's refresh), even with drift turned off; one a Job answers starts nothing; a paused
+/// object and an active Job hold it like any scheduled check.
+#[test]
+fn a_requested_check_runs_now_once_per_value() {
+    let request = |answered| {
+        Some(CheckRequest {
+            value: "2026-12-05T10:00:00Z".into(),
+            answered,
+        })
+    };
+    let mut o = mk_observed();
+    o.drift.interval = Some(Duration::ZERO);
+    o.requested = request(false);
+    let d = decide(&o, &cfg());
+    let start = started(&d);
+    assert_eq!(
+        (start.operation, start.reason),
+        (Operation::Drift, StartReason::Requested)
+    );
+    let mut pool = Observed {
+        kind: ObjectKind::MachinePool,
+        ..o.clone()
+    };
+    pool.drift.interval = None;
+    assert_eq!(
+        started(&decide(&pool, &cfg())).operation,
+        Operation::Refresh
+    );
+    o.requested = request(true);
+    assert_eq!(
+        decide(&o, &cfg()),
+        Decision::Nothing {
+            requeue_after: None
+        }
+    );
+    o.requested = request(false);
+    o.paused = true;
+    assert_eq!(waited(&decide(&o, &cfg())).0, &WaitReason::Paused);
+    o.paused = false;
+    o.jobs.push(job(Operation::Drift, 1, None, 0));
+    assert!(matches!(
+        waited(&decide(&o, &cfg())).0,
+        WaitReason::JobActive { .. }
+    ));
 }
