@@ -159,14 +159,27 @@ async fn a_pool_re_applies_when_the_exports_change_and_a_machine_does_not() {
         Some(one.clone())
     );
 
+    let first = op_hashes(&jobs_of(&client, &ns, "workers").await, "apply");
+    let machine_first = op_hashes(&jobs_of(&client, &ns, "worker").await, "apply");
+    assert_eq!(first.len(), 1, "one inputs hash applied so far: {first:?}");
     set_exports_value(&client, &ns, "prod", json!("two")).await;
     let two = json!({"cluster": format!("{ns}/prod"), "value": "two"});
-    eventually(LONG, "the pool re-applied with the new exports", || async {
-        let applies = op_jobs(&jobs_of(&client, &ns, "workers").await, "apply").len();
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let jobs = jobs_of(&client, &ns, "workers").await;
+        // A new inputs hash; a retried attempt (a failure on a loaded machine) repeats its hash.
+        let applied = op_hashes(&jobs, "apply");
         let handed = handed_exports(&client, &ns, "captf-inputs-mp-workers").await;
-        (applies == 2 && handed.as_ref() == Some(&two)).then_some(())
-    })
-    .await;
+        if applied.len() == 2 && applied.is_superset(&first) && handed.as_ref() == Some(&two) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pool did not re-apply with the new exports; handed {handed:?}, Jobs:\n{}",
+            job_summary(&jobs)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     wait_ready(
         &client,
         &ns,
@@ -181,9 +194,12 @@ async fn a_pool_re_applies_when_the_exports_change_and_a_machine_does_not() {
         handed_exports(&client, &ns, "captf-inputs-m-worker").await,
         Some(one)
     );
+    let jobs = jobs_of(&client, &ns, "worker").await;
     assert_eq!(
-        op_jobs(&jobs_of(&client, &ns, "worker").await, "apply").len(),
-        1
+        op_hashes(&jobs, "apply"),
+        machine_first,
+        "{}",
+        job_summary(&jobs)
     );
 }
 

@@ -1589,3 +1589,76 @@ pub async fn pool(
     )
     .await;
 }
+
+/// One line per Job: name, operation, attempt, inputs hash (first 12), `captf.io/requested-at`,
+/// and how it ended — what an assertion about Jobs prints when it fails.
+pub fn job_summary(jobs: &[Job]) -> String {
+    let mut lines: Vec<String> = jobs
+        .iter()
+        .map(|j| {
+            let label = |k: &str| {
+                j.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(k))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let ann = |k: &str| {
+                j.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(k))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let status = j.status.clone().unwrap_or_default();
+            let ended: Vec<String> = status
+                .conditions
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|c| c.status == "True")
+                .map(|c| format!("{}({})", c.type_, c.reason.unwrap_or_default()))
+                .collect();
+            let hash = ann("captf.io/inputs-hash");
+            format!(
+                "{} op={} attempt={} hash={} requested={} created={:?} ended={}",
+                j.metadata.name.clone().unwrap_or_default(),
+                label("captf.infrastructure.cluster.x-k8s.io/op"),
+                label("captf.infrastructure.cluster.x-k8s.io/attempt"),
+                &hash[..hash.len().min(12)],
+                ann("captf.io/requested-at"),
+                j.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                ended.join(","),
+            )
+        })
+        .collect();
+    lines.sort();
+    lines.join("\n")
+}
+
+/// The inputs hashes the Jobs of `op` among `jobs` were started for, distinct. A Job retried
+/// after a failure (or after its pod was stopped) carries the same hash as the one it retries.
+pub fn op_hashes(jobs: &[Job], op: &str) -> std::collections::BTreeSet<String> {
+    op_jobs(jobs, op)
+        .iter()
+        .filter_map(|j| {
+            j.metadata
+                .annotations
+                .as_ref()?
+                .get("captf.io/inputs-hash")
+                .cloned()
+        })
+        .collect()
+}
+
+/// Whether the Job has finished (a `Complete` or `Failed` condition that is `True`).
+pub fn job_finished(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        })
+}
