@@ -2,9 +2,11 @@
 //! torn down when the process exits, with a fresh namespace per test (ENGINEERING.md §2).
 
 use anyhow::Context as _;
+use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::capi::ClusterApi;
 use crate::control_plane::{self, ControlPlane, Endpoints};
@@ -65,7 +67,12 @@ pub struct TestEnv {
     network: Result<Arc<PodNetwork>, String>,
     registry: OnceLock<Result<Registry, String>>,
     kubelet: OnceLock<Result<KubeletInfo, String>>,
+    /// The extra nodes [`TestEnv::start_node`] started, by name.
+    nodes: Mutex<HashMap<String, KubeletInfo>>,
 }
+
+/// The main kubelet's Node name.
+const MAIN_NODE: &str = "captf-testenv";
 
 /// What a new environment holds besides its control plane and pod network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,6 +219,7 @@ impl TestEnv {
             network,
             registry: OnceLock::new(),
             kubelet: OnceLock::new(),
+            nodes: Mutex::default(),
         }
     }
 
@@ -254,16 +262,56 @@ impl TestEnv {
         self.kubelet
             .get_or_init(|| {
                 (|| {
-                    let mut cfg =
-                        KubeletConfig::new("captf-testenv", self.endpoints().dir.join("kubelet"));
-                    cfg.shim_binary = Some(crate::shim::binary_path()?);
-                    cfg.pod_network = Some(self.network.clone().map_err(anyhow::Error::msg)?);
+                    let cfg =
+                        self.kubelet_config(MAIN_NODE, self.endpoints().dir.join("kubelet"))?;
                     Kubelet::start_in_background(&self.endpoints().kubeconfig, cfg)
                 })()
                 .map_err(|e: anyhow::Error| format!("{e:#}"))
             })
             .as_ref()
             .map_err(|e| anyhow::anyhow!("the process kubelet failed to start: {e}"))
+    }
+
+    /// Starts (once per name and process) an extra process kubelet for a test: a Node `name` with
+    /// `labels` (besides the default ones) and `taints`, running the pods bound to it like the
+    /// main kubelet, which it starts first. Both bind the pods that fit them (see
+    /// [`crate::kubelet::placement`]), whichever is first; an untainted extra node also takes
+    /// other tests' pods, so taint it (`NoSchedule`) to keep them on the main one. It shares the
+    /// shim, the pod network and the image cache with the main kubelet; its state directory is
+    /// `<endpoints dir>/kubelet-<name>`. A second call with the same name returns the first's
+    /// node as it is (the `labels` and `taints` of the second are ignored).
+    pub fn start_node(
+        &self,
+        name: &str,
+        labels: BTreeMap<String, String>,
+        taints: Vec<Taint>,
+    ) -> anyhow::Result<KubeletInfo> {
+        anyhow::ensure!(name != MAIN_NODE, "{MAIN_NODE} is the main kubelet's node");
+        let main_state_dir = self.kubelet()?.state_dir.clone();
+        // Held while starting: two tests asking for one name start it once.
+        // The map only gains started nodes: one a panicking test left behind is still right.
+        let mut nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(info) = nodes.get(name) {
+            return Ok(info.clone());
+        }
+        let mut cfg =
+            self.kubelet_config(name, self.endpoints().dir.join(format!("kubelet-{name}")))?;
+        cfg.image_dir = Some(main_state_dir.join("images"));
+        cfg.labels = labels;
+        cfg.taints = taints;
+        let info = Kubelet::start_in_background(&self.endpoints().kubeconfig, cfg)
+            .with_context(|| format!("starting the process kubelet of node {name}"))?;
+        nodes.insert(name.to_owned(), info.clone());
+        Ok(info)
+    }
+
+    /// The configuration of a kubelet of this environment: the `captf-testenv` shim and the pod
+    /// network.
+    fn kubelet_config(&self, name: &str, state_dir: PathBuf) -> anyhow::Result<KubeletConfig> {
+        let mut cfg = KubeletConfig::new(name, state_dir);
+        cfg.shim_binary = Some(crate::shim::binary_path()?);
+        cfg.pod_network = Some(self.network.clone().map_err(anyhow::Error::msg)?);
+        Ok(cfg)
     }
 
     /// The pod network's gateway: where pods reach the API server, and the source address of

@@ -182,6 +182,8 @@ pub struct PodNet {
 pub struct PodNetwork {
     index: u8,
     free: Mutex<BTreeSet<u8>>,
+    /// The ports already relayed to loopback: every kubelet on this network shares one relay.
+    forwarded: Mutex<BTreeSet<u16>>,
     _lock: Flock<File>,
 }
 
@@ -216,6 +218,7 @@ impl PodNetwork {
         let net = PodNetwork {
             index,
             free: Mutex::new((2..=254).collect()),
+            forwarded: Mutex::new(BTreeSet::new()),
             _lock: lock,
         };
         ip(&["addr", "add", &gateway, "dev", &bridge])?;
@@ -230,9 +233,17 @@ impl PodNetwork {
     }
 
     /// Relays `<gateway>:<port>` to `127.0.0.1:<port>` on a thread of its own, for as long as the
-    /// process lives: the API server (bound to loopback) as pods see it.
+    /// process lives: the API server (bound to loopback) as pods see it. A port already relayed
+    /// (a second kubelet on the same network) keeps its relay.
     pub fn forward_to_loopback(&self, port: u16) -> anyhow::Result<SocketAddr> {
         let addr = SocketAddr::from((self.gateway(), port));
+        let mut forwarded = self
+            .forwarded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if forwarded.contains(&port) {
+            return Ok(addr);
+        }
         let listener = std::net::TcpListener::bind(addr)
             .with_context(|| format!("listening on {addr} for pods"))?;
         listener.set_nonblocking(true)?;
@@ -249,6 +260,7 @@ impl PodNetwork {
                 rt.block_on(relay(listener, port));
             })
             .context("spawning the pod network forwarder")?;
+        forwarded.insert(port);
         Ok(addr)
     }
 

@@ -5,13 +5,15 @@
 //!   kubelet, and with `--with-capi` Cluster API's three managers) until SIGTERM or Ctrl-C;
 //!   `down --dir D` stops the one running in `D`;
 //! - `shim ... -- CMD ARGS...` runs one container process (see `testenv::shim`);
-//! - `kubelet --kubeconfig K --node-name N --state-dir D` runs the process kubelet;
+//! - `kubelet --kubeconfig K --node-name N --state-dir D [--node-label k=v]...
+//!   [--register-with-taints k=v:Effect]...` runs the process kubelet;
 //! - `fixture ...` (hidden) are the behaviours of the test fixture image.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use k8s_openapi::api::core::v1::Taint;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -73,6 +75,55 @@ struct KubeletArgs {
     /// The image cache (default: <state-dir>/images).
     #[arg(long)]
     image_dir: Option<PathBuf>,
+    /// A label of the Node besides the default ones, `key=value` (repeatable).
+    #[arg(long = "node-label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    node_labels: Vec<(String, String)>,
+    /// A taint of the Node, `key=value:Effect` or `key:Effect` (repeatable; comma-separated
+    /// lists too, as the kubelet's flag takes them).
+    #[arg(
+        long = "register-with-taints",
+        value_name = "KEY[=VALUE]:EFFECT",
+        value_delimiter = ',',
+        value_parser = parse_taint
+    )]
+    taints: Vec<Taint>,
+}
+
+/// A `--node-label`: `key=value`.
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not key=value"))?;
+    if k.is_empty() {
+        return Err(format!("{s:?} has an empty key"));
+    }
+    Ok((k.to_owned(), v.to_owned()))
+}
+
+/// A `--register-with-taints` entry: `key=value:Effect` or `key:Effect`, the effect one of
+/// `NoSchedule`, `PreferNoSchedule`, `NoExecute`.
+fn parse_taint(s: &str) -> Result<Taint, String> {
+    let (kv, effect) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{s:?} is not key[=value]:Effect"))?;
+    if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+        return Err(format!(
+            "{s:?}: the effect must be NoSchedule, PreferNoSchedule or NoExecute"
+        ));
+    }
+    let (key, value) = match kv.split_once('=') {
+        Some((k, v)) => (k, Some(v.to_owned())),
+        None => (kv, None),
+    };
+    if key.is_empty() {
+        return Err(format!("{s:?} has an empty key"));
+    }
+    Ok(Taint {
+        key: key.to_owned(),
+        value,
+        effect: effect.to_owned(),
+        time_added: None,
+    })
 }
 
 fn exit(code: i32) -> ExitCode {
@@ -242,6 +293,8 @@ fn run_kubelet(args: KubeletArgs) -> ExitCode {
     rt.block_on(async move {
         let mut cfg = testenv::kubelet::KubeletConfig::new(&args.node_name, &args.state_dir);
         cfg.image_dir = args.image_dir;
+        cfg.labels = args.node_labels.into_iter().collect();
+        cfg.taints = args.taints;
         let kubelet =
             match testenv::kubelet::Kubelet::start_with_kubeconfig(&args.kubeconfig, cfg).await {
                 Ok(k) => k,

@@ -1,12 +1,14 @@
 //! The process kubelet: a Node whose pods run as real processes (ENGINEERING.md §2).
 //!
-//! It registers a Ready `linux/amd64` Node and keeps it Ready, binds every pending unscheduled
-//! pod to it (there is no scheduler), and runs each pod on it: images pulled from the loopback
-//! registry and unpacked once per digest, volumes under the state directory, init containers in
-//! order then the main containers, each through the [shim](crate::shim) in its own mount and PID
-//! namespace on an overlay of the image (read-only when `readOnlyRootFilesystem`). It writes the
-//! pod status as a kubelet does, and on deletion sends SIGTERM, waits the grace period, sends
-//! SIGKILL, records the exits and deletes the pod with grace period 0.
+//! It registers a Ready `linux/amd64` Node (with the configured labels and taints) and keeps it
+//! Ready, binds every pending unscheduled pod that [fits](placement::fits) it (there is no
+//! scheduler: it applies the scheduler's NodeAffinity and TaintToleration filters itself, so
+//! several kubelets can share one API server), and runs each pod on it: images pulled from the
+//! loopback registry and unpacked once per digest, volumes under the state directory, init
+//! containers in order then the main containers, each through the [shim](crate::shim) in its own
+//! mount and PID namespace on an overlay of the image (read-only when `readOnlyRootFilesystem`).
+//! It writes the pod status as a kubelet does, and on deletion sends SIGTERM, waits the grace
+//! period, sends SIGKILL, records the exits and deletes the pod with grace period 0.
 //!
 //! State directory layout: `images/` (the image cache, see [`ImageStore`]), `pods/<uid>/`
 //! (volumes and per-container scratch, removed when the pod finishes) and
@@ -29,6 +31,7 @@
 
 mod container;
 mod env;
+pub mod placement;
 mod pod;
 mod probe;
 mod status;
@@ -41,7 +44,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Binding, Node, NodeSpec, ObjectReference, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -75,6 +78,13 @@ pub struct KubeletConfig {
     /// address on it, and reaches the API server through its gateway (see [`crate::podnet`]).
     /// Without one, every pod shares the host's network namespace and address (`127.0.0.1`).
     pub pod_network: Option<Arc<PodNetwork>>,
+    /// Labels of the Node besides the default ones (`kubernetes.io/os`, `kubernetes.io/arch`,
+    /// `kubernetes.io/hostname`, ...), which they override. Pods are bound here only when their
+    /// `nodeSelector` and required node affinity match the whole set.
+    pub labels: BTreeMap<String, String>,
+    /// The Node's `spec.taints`: pods are bound here only when they tolerate every `NoSchedule`
+    /// and `NoExecute` one.
+    pub taints: Vec<Taint>,
 }
 
 impl KubeletConfig {
@@ -87,6 +97,8 @@ impl KubeletConfig {
             shim_binary: None,
             sync_period: Duration::from_secs(2),
             pod_network: None,
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
         }
     }
 }
@@ -103,6 +115,11 @@ pub(crate) struct Ctx {
     network: Option<(Arc<PodNetwork>, String)>,
     sync_period: Duration,
     shutdown: watch::Receiver<bool>,
+    /// Every label the Node was registered with, default ones included: what
+    /// [`placement::fits`] matches pods against.
+    labels: BTreeMap<String, String>,
+    /// The Node's taints.
+    taints: Vec<Taint>,
 }
 
 /// A running process kubelet. Dropping it stops it (containers are killed).
@@ -146,7 +163,8 @@ impl Kubelet {
             }
             None => None,
         };
-        register_node(&client, &kcfg.node_name).await?;
+        let labels = node_labels(&kcfg.node_name, &kcfg.labels);
+        register_node(&client, &kcfg.node_name, &labels, &kcfg.taints).await?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let ctx = Arc::new(Ctx {
             client,
@@ -158,6 +176,8 @@ impl Kubelet {
             network,
             sync_period: kcfg.sync_period,
             shutdown: shutdown_rx,
+            labels,
+            taints: kcfg.taints.clone(),
         });
         let node = kcfg.node_name.clone();
         let task = tokio::spawn(main_loop(ctx, node));
@@ -369,25 +389,59 @@ fn node_status(name: &str) -> serde_json::Value {
     })
 }
 
-async fn register_node(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+/// The Node's labels: the ones a kubelet sets on its Node (OS, architecture, hostname), then
+/// `extra`, which win over them.
+fn node_labels(name: &str, extra: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    [
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", "amd64"),
+        ("kubernetes.io/hostname", name),
+        ("beta.kubernetes.io/os", "linux"),
+        ("beta.kubernetes.io/arch", "amd64"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .chain(extra.clone())
+    .collect()
+}
+
+/// Creates the Node with `labels` and `taints`, or, when it exists already (an earlier kubelet
+/// of the same name), merge-patches them in: the configured labels get their values (labels
+/// someone else set stay) and `spec.taints` becomes `taints`. Then posts its status.
+async fn register_node(
+    client: &kube::Client,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    taints: &[Taint],
+) -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "kubernetes.io/hostname": name,
-                "beta.kubernetes.io/os": "linux",
-                "beta.kubernetes.io/arch": "amd64",
-            },
+    let node = Node {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some(labels.clone()),
+            ..Default::default()
         },
-    }))?;
+        spec: (!taints.is_empty()).then(|| NodeSpec {
+            taints: Some(taints.to_vec()),
+            ..Default::default()
+        }),
+        status: None,
+    };
     match nodes.create(&PostParams::default(), &node).await {
         Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            // A merge patch replaces a list whole; `null` removes the field.
+            let taints = if taints.is_empty() {
+                serde_json::Value::Null
+            } else {
+                json!(taints)
+            };
+            let patch = json!({ "metadata": { "labels": labels }, "spec": { "taints": taints } });
+            nodes
+                .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .with_context(|| format!("updating the labels and taints of node {name}"))?;
+        }
         Err(e) => return Err(e).with_context(|| format!("registering node {name}")),
     }
     heartbeat(client, name).await
@@ -406,6 +460,9 @@ async fn heartbeat(client: &kube::Client, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Binds `pod` to `node` through `pods/binding`. A conflict (the pod is bound already: another
+/// kubelet that it fits was first, or its uid changed) or a 404 (it is gone) ends the attempt
+/// quietly; other errors are retried for [`BIND_RETRY`].
 async fn bind(client: kube::Client, pod: Arc<Pod>, node: String) {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
@@ -438,7 +495,11 @@ async fn bind(client: kube::Client, pod: Arc<Pod>, node: String) {
             .await
         {
             Ok(_) => return debug!(namespace = %ns, pod = %name, %node, "pod bound"),
-            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => return,
+            Err(kube::Error::Api(e)) if is_bound_elsewhere(&e) => {
+                let reason = &e.message;
+                return debug!(namespace = %ns, pod = %name, %reason, "pod bound elsewhere");
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => return,
             Err(e) if started.elapsed() < BIND_RETRY => {
                 warn!(namespace = %ns, pod = %name, error = %e, "binding pod; retrying");
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -446,6 +507,12 @@ async fn bind(client: kube::Client, pod: Arc<Pod>, node: String) {
             Err(e) => return warn!(namespace = %ns, pod = %name, error = %e, "binding pod"),
         }
     }
+}
+
+/// Whether a binding's answer says the pod is bound already (to another node, by another
+/// kubelet): the API server answers 409 Conflict with "pod ... is already assigned to node ...".
+fn is_bound_elsewhere(e: &kube::core::Status) -> bool {
+    e.code == 409 || e.message.contains("is already assigned to node")
 }
 
 /// How long binding a pod is retried while the API server cannot take it.
@@ -511,6 +578,23 @@ fn stop_unlisted(workers: &mut HashMap<String, WorkerHandle>, listed: &HashSet<S
         }
         keep
     });
+}
+
+/// Whether `pod` may be bound to this kubelet's node (see [`placement::fits`]); when not, it is
+/// left for another kubelet.
+fn fits_here(ctx: &Ctx, node: &str, pod: &Pod) -> bool {
+    let fits = pod.spec.as_ref().map_or(Ok(()), |spec| {
+        placement::fits(spec, node, &ctx.labels, &ctx.taints)
+    });
+    match fits {
+        Ok(()) => true,
+        Err(reason) => {
+            let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            debug!(namespace = %ns, pod = %name, %node, %reason, "pod left for another node");
+            false
+        }
+    }
 }
 
 struct WorkerHandle {
@@ -579,6 +663,7 @@ async fn main_loop(ctx: Arc<Ctx>, node: String) {
                                 if matches!(scheduler, None | Some("default-scheduler"))
                                     && !terminal
                                     && p.metadata.deletion_timestamp.is_none()
+                                    && fits_here(&ctx, &node, &p)
                                     && binding.insert(uid)
                                 {
                                     tokio::spawn(bind(ctx.client.clone(), p, node.clone()));
@@ -616,4 +701,43 @@ async fn main_loop(ctx: Arc<Ctx>, node: String) {
         while tasks.join_next().await.is_some() {}
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configured_labels_join_and_override_the_default_ones() {
+        let extra = BTreeMap::from([
+            ("zone".to_owned(), "b".to_owned()),
+            ("kubernetes.io/arch".to_owned(), "arm64".to_owned()),
+        ]);
+        let labels = node_labels("n2", &extra);
+        assert_eq!(labels["kubernetes.io/hostname"], "n2");
+        assert_eq!(labels["kubernetes.io/os"], "linux");
+        assert_eq!(labels["kubernetes.io/arch"], "arm64");
+        assert_eq!(labels["zone"], "b");
+        assert_eq!(node_labels("n2", &BTreeMap::new()).len(), 5);
+    }
+
+    #[test]
+    fn an_already_assigned_answer_is_bound_elsewhere() {
+        let status = |code: u16, message: &str| kube::core::Status {
+            code,
+            message: message.to_owned(),
+            ..Default::default()
+        };
+        let conflict = concat!(
+            r#"Operation cannot be fulfilled on pods/binding "p": "#,
+            r#"pod p is already assigned to node "n""#
+        );
+        assert!(is_bound_elsewhere(&status(409, conflict)));
+        assert!(is_bound_elsewhere(&status(500, conflict)));
+        assert!(!is_bound_elsewhere(&status(
+            500,
+            "etcdserver: request timed out"
+        )));
+        assert!(!is_bound_elsewhere(&status(404, "pods \"p\" not found")));
+    }
 }
