@@ -5,8 +5,11 @@
 //! mutating webhook). Each field's comment names its default, and the `*_or_default` methods here
 //! are the one place the built-in values live.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{
-    EnvVar, LocalObjectReference, PodSecurityContext, ResourceRequirements, SecurityContext,
+    Affinity, EnvVar, LocalObjectReference, PodSecurityContext, ResourceRequirements,
+    SecurityContext, Toleration, TopologySpreadConstraint,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -94,12 +97,14 @@ pub struct IdentityReference {
 }
 
 /// How the Jobs of one object run: resources, deadlines, history, the runner ServiceAccount,
-/// extra environment, pull Secrets and security contexts (the book's Tuning Jobs).
+/// extra environment, pull Secrets, security contexts and placement (the book's Tuning Jobs).
 ///
 /// On a TerraformMachine or TerraformMachinePool this is merged field by field over the
 /// TerraformCluster's `spec.defaults.jobs`: a field the object sets wins; `env` merges by name and
-/// `imagePullSecrets` is the union (the object's first); `resources`, `securityContext` and
-/// `podSecurityContext` are replaced whole.
+/// `imagePullSecrets` is the union (the object's first); `resources`, `securityContext`,
+/// `podSecurityContext` and each placement field (`nodeSelector`, `tolerations`, `affinity`,
+/// `priorityClassName`, `topologySpreadConstraints`) are replaced whole. None of it is a module
+/// input: a change applies to the next Job and re-applies nothing.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
@@ -156,6 +161,29 @@ pub struct JobPolicy {
     /// `fsGroup: 65532`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_security_context: Option<PodSecurityContext>,
+    /// Node labels the Job's pod must match to be scheduled (the pod's `nodeSelector`). Unset:
+    /// any node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Taints the Job's pod tolerates (the pod's `tolerations`), for example to run Jobs on
+    /// dedicated or control-plane nodes. Unset: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32))]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// Node and pod (anti-)affinity of the Job's pod (the pod's `affinity`). Unset: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// The PriorityClass of the Job's pod (the pod's `priorityClassName`); it must exist when
+    /// the Job is created. Unset: the cluster's default priority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub priority_class_name: Option<String>,
+    /// How the Job pods spread across topology domains (the pod's
+    /// `topologySpreadConstraints`). Unset: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 8))]
+    pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
 }
 
 impl JobPolicy {
@@ -247,6 +275,23 @@ impl JobPolicy {
                 .pod_security_context
                 .clone()
                 .or_else(|| defaults.pod_security_context.clone()),
+            node_selector: self
+                .node_selector
+                .clone()
+                .or_else(|| defaults.node_selector.clone()),
+            tolerations: self
+                .tolerations
+                .clone()
+                .or_else(|| defaults.tolerations.clone()),
+            affinity: self.affinity.clone().or_else(|| defaults.affinity.clone()),
+            priority_class_name: self
+                .priority_class_name
+                .clone()
+                .or_else(|| defaults.priority_class_name.clone()),
+            topology_spread_constraints: self
+                .topology_spread_constraints
+                .clone()
+                .or_else(|| defaults.topology_spread_constraints.clone()),
         }
     }
 }

@@ -3,7 +3,10 @@
 
 use api::machinepool::TerraformMachinePoolSpec;
 use api::shared::{JobPolicy, MachineRemediation, PullPolicy, Source};
-use k8s_openapi::api::core::v1::{EnvVar, LocalObjectReference};
+use k8s_openapi::api::core::v1::{
+    Affinity, EnvVar, LocalObjectReference, NodeAffinity, NodeSelector, NodeSelectorRequirement,
+    NodeSelectorTerm, Toleration,
+};
 
 #[test]
 fn job_policy_defaults_follow_the_book() {
@@ -98,6 +101,61 @@ fn job_policy_merges_field_by_field_over_cluster_defaults() {
         Some(vec![pull("both"), pull("own"), pull("shared")]),
         "pull secrets are a union, own first"
     );
+}
+
+fn tolerate(key: &str) -> Toleration {
+    Toleration {
+        key: Some(key.into()),
+        operator: Some("Exists".into()),
+        effect: Some("NoSchedule".into()),
+        ..Toleration::default()
+    }
+}
+
+/// Tuning Jobs, "Placement": each placement field is replaced whole, never merged entry by entry.
+#[test]
+fn placement_fields_are_replaced_whole_over_cluster_defaults() {
+    let arm = Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_expressions: Some(vec![NodeSelectorRequirement {
+                        key: "kubernetes.io/arch".into(),
+                        operator: "In".into(),
+                        values: Some(vec!["arm64".into()]),
+                    }]),
+                    ..NodeSelectorTerm::default()
+                }],
+            }),
+            ..NodeAffinity::default()
+        }),
+        ..Affinity::default()
+    };
+    let defaults = JobPolicy {
+        node_selector: Some([("pool".to_owned(), "jobs".to_owned())].into()),
+        tolerations: Some(vec![tolerate("dedicated"), tolerate("jobs")]),
+        affinity: Some(arm.clone()),
+        priority_class_name: Some("infra".into()),
+        ..JobPolicy::default()
+    };
+    let own = JobPolicy {
+        node_selector: Some([("zone".to_owned(), "a".to_owned())].into()),
+        tolerations: Some(vec![tolerate("gpu")]),
+        ..JobPolicy::default()
+    };
+    let merged = own.merged_over(&defaults);
+    assert_eq!(
+        merged.node_selector, own.node_selector,
+        "own map, not a union"
+    );
+    assert_eq!(
+        merged.tolerations,
+        Some(vec![tolerate("gpu")]),
+        "own list whole"
+    );
+    assert_eq!(merged.affinity, Some(arm), "unset field inherits");
+    assert_eq!(merged.priority_class_name.as_deref(), Some("infra"));
+    assert_eq!(merged.topology_spread_constraints, None);
 }
 
 #[test]

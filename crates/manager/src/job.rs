@@ -255,6 +255,12 @@ pub fn build_job(req: &JobRequest<'_>) -> BuiltJob {
         init_containers: Some(vec![init]),
         containers: vec![main],
         volumes: Some(volumes(req, &name)),
+        // Placement (Tuning Jobs): passed through as the policy gives it.
+        node_selector: policy.node_selector.clone(),
+        tolerations: policy.tolerations.clone(),
+        affinity: policy.affinity.clone(),
+        priority_class_name: policy.priority_class_name.clone(),
+        topology_spread_constraints: policy.topology_spread_constraints.clone(),
         ..PodSpec::default()
     };
 

@@ -868,14 +868,15 @@ async fn only_the_managers_service_account_writes_provider_id_the_first_time() {
     let as_user = |user: &'static str| {
         let (new, old) = (new.clone(), old.clone());
         let l = l.clone();
-        async move {
+        // Boxed: a TerraformMachine with its jobs policy makes a large future.
+        Box::pin(async move {
             run(
                 &l,
                 Kind::Machine,
                 &review(Kind::Machine, "UPDATE", Some(&new), Some(&old), user, false),
             )
             .await
-        }
+        })
     };
     let (allowed, message, rules) = as_user("alice").await;
     assert!(!allowed);

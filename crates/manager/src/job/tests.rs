@@ -214,6 +214,50 @@ fn fixed_job_and_pod_fields() {
         Some("RuntimeDefault")
     );
     assert_eq!(psc.run_as_non_root, None);
+    // No placement unless the policy asks for one.
+    assert_eq!(pod.node_selector, None);
+    assert_eq!(pod.tolerations, None);
+    assert_eq!(pod.affinity, None);
+    assert_eq!(pod.priority_class_name, None);
+    assert_eq!(pod.topology_spread_constraints, None);
+}
+
+#[test]
+fn placement_reaches_the_pod_as_given() {
+    use k8s_openapi::api::core::v1::{
+        Affinity, PodAntiAffinity, Toleration, TopologySpreadConstraint,
+    };
+    let policy = JobPolicy {
+        node_selector: Some([("kubernetes.io/arch".to_owned(), "arm64".to_owned())].into()),
+        tolerations: Some(vec![Toleration {
+            key: Some("node-role.kubernetes.io/control-plane".into()),
+            operator: Some("Exists".into()),
+            effect: Some("NoSchedule".into()),
+            ..Toleration::default()
+        }]),
+        affinity: Some(Affinity {
+            pod_anti_affinity: Some(PodAntiAffinity::default()),
+            ..Affinity::default()
+        }),
+        priority_class_name: Some("infra-jobs".into()),
+        topology_spread_constraints: Some(vec![TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: "topology.kubernetes.io/zone".into(),
+            when_unsatisfiable: "ScheduleAnyway".into(),
+            ..TopologySpreadConstraint::default()
+        }]),
+        ..JobPolicy::default()
+    };
+    let job = build_job(&cluster_apply(&policy)).job;
+    let pod = pod(&job);
+    assert_eq!(pod.node_selector, policy.node_selector);
+    assert_eq!(pod.tolerations, policy.tolerations);
+    assert_eq!(pod.affinity, policy.affinity);
+    assert_eq!(pod.priority_class_name.as_deref(), Some("infra-jobs"));
+    assert_eq!(
+        pod.topology_spread_constraints,
+        policy.topology_spread_constraints
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! be privileged, escalate privileges or add capabilities. A lock wait may not be able to fill the
 //! whole Job deadline. `TF_*` and `KUBE_*` names, and the names the Job sets itself, belong to the
 //! runner and the Job: an entry using one is admitted with a warning, and the manager drops it
-//! (`contract::job_env`). Each check looks at one policy alone, never at its merge with a
+//! (`contract::job_env`). Placement follows the pod rules (`super::placement`). Each check looks at one policy alone, never at its merge with a
 //! cluster's `spec.defaults.jobs`.
 
 use api::shared::JobPolicy;
@@ -58,6 +58,7 @@ pub fn check_job_policy(path: &str, policy: &JobPolicy, out: &mut Vec<Violation>
             ),
         ));
     }
+    super::placement::check_placement(path, policy, out);
     for (i, var) in policy.env.iter().flatten().enumerate() {
         if let Some(why) = reserved_env_name(&var.name) {
             out.push(Violation::warning(

@@ -12,6 +12,7 @@ pub mod identity;
 pub mod immutability;
 pub mod jobs;
 pub mod machine_delete;
+pub mod placement;
 pub mod requested;
 pub mod variables;
 pub mod workspace;
@@ -45,6 +46,10 @@ pub enum Rule {
     /// A jobs policy's `env` uses a reserved name (`TF_*`, `KUBE_*` or one the Job sets itself):
     /// a warning, the manager drops the entry.
     JobsEnv,
+    /// A jobs policy's placement (`nodeSelector`, `tolerations`, node affinity,
+    /// `priorityClassName`, `topologySpreadConstraints`) breaks a rule the API server applies to
+    /// pods.
+    JobsPlacement,
     /// A drift interval is negative, or a pool's is 0.
     DriftInterval,
     /// A `captf.io/requested-at` value is longer than `status.lastHandledRequestedAt` holds.
@@ -82,6 +87,7 @@ impl Rule {
             Rule::JobsSecurityContext => "jobs-security-context",
             Rule::JobsLockTimeout => "jobs-lock-timeout",
             Rule::JobsEnv => "jobs-env",
+            Rule::JobsPlacement => "jobs-placement",
             Rule::DriftInterval => "drift-interval",
             Rule::RequestedAt => "requested-at",
             Rule::AllowedNamespaces => "allowed-namespaces",
