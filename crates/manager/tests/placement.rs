@@ -70,8 +70,9 @@ async fn ensure_priority_class(client: &kube::Client) {
     }
 }
 
-/// Tuning Jobs "Placement": a cluster whose `spec.jobs` selects and tolerates the dedicated node
-/// runs its Job there, at its PriorityClass's priority; one that selects it without tolerating
+/// Tuning Jobs "Placement": a cluster whose `spec.jobs` selects (by `nodeSelector`, or by required
+/// node affinity) and tolerates the dedicated node runs its Job there, at its PriorityClass's
+/// priority; one that selects it without tolerating
 /// its taint is bound nowhere (no node may take it); one without placement runs where it always
 /// did, never on the tainted node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,6 +122,21 @@ async fn a_job_lands_only_on_a_node_its_placement_allows() {
     )
     .await;
     cluster_with_spec(&client, &ns, "anywhere", id, &images.cluster, json!({})).await;
+    // Required node affinity instead of a selector, tolerating every taint of the key.
+    cluster_with_spec(
+        &client,
+        &ns,
+        "affine",
+        id,
+        &images.cluster,
+        json!({"jobs": {
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": POOL_KEY, "operator": "In", "values": [POOL]}]}]}}},
+            "tolerations": [{"key": POOL_KEY, "operator": "Exists"}],
+        }}),
+    )
+    .await;
 
     wait_ready(&client, &ns, "TerraformCluster", "placed", "True", LONG).await;
     wait_ready(&client, &ns, "TerraformCluster", "anywhere", "True", LONG).await;
@@ -141,6 +157,13 @@ async fn a_job_lands_only_on_a_node_its_placement_allows() {
             "set by the Priority admission plugin"
         );
     }
+    wait_ready(&client, &ns, "TerraformCluster", "affine", "True", LONG).await;
+    let affine = nodes_of(&client, &ns, "affine").await;
+    assert!(!affine.is_empty());
+    assert!(
+        affine.iter().all(|n| n == DEDICATED_NODE),
+        "required node affinity picks the dedicated node: {affine:?}"
+    );
     let anywhere = nodes_of(&client, &ns, "anywhere").await;
     assert!(!anywhere.is_empty());
     assert!(
