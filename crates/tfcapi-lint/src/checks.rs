@@ -101,6 +101,8 @@ pub const MODULE_PARSE: &str = "module/parse";
 pub const MODULE_ONE_LINE_BLOCK: &str = "module/one-line-block";
 /// `module/no-configuration`
 pub const MODULE_NO_CONFIGURATION: &str = "module/no-configuration";
+/// `module/ignore`
+pub const MODULE_IGNORE: &str = "module/ignore";
 /// `module/tofu-shadow`
 pub const MODULE_TOFU_SHADOW: &str = "module/tofu-shadow";
 /// `module/duplicate`
@@ -200,6 +202,14 @@ pub const CHECKS: &[Check] = &[
         "tfcapi-lint module --role machine ./empty-dir",
         "Point the command at the module's root directory (the one with its `.tf` files).",
     )),
+    module(
+        MODULE_IGNORE,
+        ERROR,
+        ALL_ROLES,
+        "Every `# tfcapi-lint-ignore:` comment names module check IDs that can be ignored (not `module/parse`, `module/one-line-block`, `module/no-configuration` or `module/ignore`) and gives a reason after `--`.",
+        "# tfcapi-lint-ignore: input/type",
+        "Write `# tfcapi-lint-ignore: input/type -- <why the check does not apply here>` on the line the finding names, or on the line above it.",
+    ),
     module(
         MODULE_TOFU_SHADOW,
         WARNING,

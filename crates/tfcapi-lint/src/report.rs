@@ -52,6 +52,10 @@ pub struct Finding {
     /// The image platform it was found on (image checks only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub platform: Option<String>,
+    /// The reason of the inline `tfcapi-lint-ignore` comment that ignores it
+    /// (`crate::module::ignore`): reported, never counted.
+    #[serde(rename = "reason", skip_serializing_if = "Option::is_none")]
+    pub ignored: Option<String>,
 }
 
 impl Finding {
@@ -70,6 +74,7 @@ impl Finding {
             line,
             message: message.into(),
             platform: None,
+            ignored: None,
         }
     }
 
@@ -101,6 +106,26 @@ impl Finding {
     }
 }
 
+/// `file:line: <label> id: message [platform]`, without the line end.
+fn text_line(out: &mut String, f: &Finding, label: &str) {
+    out.push_str(&f.file);
+    if let Some(line) = f.line {
+        out.push(':');
+        out.push_str(&line.to_string());
+    }
+    out.push_str(": ");
+    out.push_str(label);
+    out.push(' ');
+    out.push_str(f.id);
+    out.push_str(": ");
+    out.push_str(&f.message);
+    if let Some(platform) = &f.platform {
+        out.push_str(" [");
+        out.push_str(platform);
+        out.push(']');
+    }
+}
+
 /// How many findings of each severity.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
@@ -110,6 +135,14 @@ pub struct Summary {
     pub warnings: usize,
     /// Allowed warnings.
     pub info: usize,
+    /// Findings an inline comment ignores (left out of the output when none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ignored: usize,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference.
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Every finding of one run, sorted, with its summary.
@@ -117,6 +150,10 @@ pub struct Summary {
 pub struct Report {
     /// The findings, sorted by file, line and ID.
     pub findings: Vec<Finding>,
+    /// The findings an inline comment ignores, with its reason, sorted the same way (left out
+    /// of the output when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<Finding>,
     /// The counts.
     pub summary: Summary,
 }
@@ -151,7 +188,12 @@ impl Report {
             ))
         });
         findings.dedup();
-        let mut summary = Summary::default();
+        let (ignored, findings): (Vec<Finding>, Vec<Finding>) =
+            findings.into_iter().partition(|f| f.ignored.is_some());
+        let mut summary = Summary {
+            ignored: ignored.len(),
+            ..Summary::default()
+        };
         for f in &findings {
             match f.severity {
                 Severity::Error => summary.errors += 1,
@@ -159,7 +201,11 @@ impl Report {
                 Severity::Info => summary.info += 1,
             }
         }
-        Self { findings, summary }
+        Self {
+            findings,
+            ignored,
+            summary,
+        }
     }
 
     /// The exit code: 2 when something could not be read, else 1 for errors (or warnings under
@@ -178,33 +224,32 @@ impl Report {
         }
     }
 
-    /// One `file:line: severity id: message` line per finding, then the summary line.
+    /// One `file:line: severity id: message` line per finding, one
+    /// `file:line: ignored id: message (reason)` line per ignored finding, then the summary line
+    /// (`, N ignored` only when some were).
     pub fn to_text(&self) -> String {
         let mut out = String::new();
         for f in &self.findings {
-            out.push_str(&f.file);
-            if let Some(line) = f.line {
-                out.push(':');
-                out.push_str(&line.to_string());
-            }
-            out.push_str(": ");
-            out.push_str(f.severity.as_str());
-            out.push(' ');
-            out.push_str(f.id);
-            out.push_str(": ");
-            out.push_str(&f.message);
-            if let Some(platform) = &f.platform {
-                out.push_str(" [");
-                out.push_str(platform);
-                out.push(']');
-            }
+            text_line(&mut out, f, f.severity.as_str());
             out.push('\n');
         }
-        let _ = writeln!(
+        for f in &self.ignored {
+            text_line(&mut out, f, "ignored");
+            let _ = writeln!(
+                out,
+                " (ignored: {})",
+                f.ignored.as_deref().unwrap_or_default()
+            );
+        }
+        let _ = write!(
             out,
             "summary: {} errors, {} warnings, {} info",
             self.summary.errors, self.summary.warnings, self.summary.info
         );
+        if self.summary.ignored > 0 {
+            let _ = write!(out, ", {} ignored", self.summary.ignored);
+        }
+        out.push('\n');
         out
     }
 

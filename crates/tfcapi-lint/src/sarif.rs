@@ -41,6 +41,7 @@ pub fn render(report: &Report) -> String {
     let results: Vec<Value> = report
         .findings
         .iter()
+        .chain(&report.ignored)
         .map(|f| {
             let mut physical = json!({ "artifactLocation": { "uri": f.file } });
             if let Some(line) = f.line {
@@ -57,6 +58,10 @@ pub fn render(report: &Report) -> String {
             }
             if let Some(platform) = &f.platform {
                 result["properties"] = json!({ "platform": platform });
+            }
+            // An inline ignore is a suppression in source, with its reason as the justification.
+            if let Some(reason) = &f.ignored {
+                result["suppressions"] = json!([{ "kind": "inSource", "justification": reason }]);
             }
             result
         })

@@ -147,6 +147,74 @@ fn text_lines_name_file_line_severity_and_id() {
     assert_eq!(lines.next(), Some("summary: 1 errors, 0 warnings, 0 info"));
 }
 
+/// An inline `tfcapi-lint-ignore` comment above the line a finding names takes it out of the
+/// result (clean under `--strict`) and reports it as ignored, with its reason, in all three
+/// formats; SARIF marks it as a suppression in source.
+#[test]
+fn an_inline_ignore_reports_the_finding_as_ignored_with_its_reason() {
+    let dir = std::env::temp_dir().join(format!("tfcapi-lint-ignore-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_dir(Path::new(&bad("input-type")), &dir);
+    std::fs::remove_file(dir.join("EXPECT")).unwrap();
+    let variables = dir.join("variables.tf");
+    let text = std::fs::read_to_string(&variables).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    // The finding names the `type` line (37); the comment goes on the line above it.
+    assert_eq!(lines[36], "  type = string");
+    lines.insert(
+        36,
+        "  # tfcapi-lint-ignore: input/type -- our wrapper passes replicas as a string",
+    );
+    std::fs::write(&variables, lines.join("\n") + "\n").unwrap();
+    let path = dir.to_string_lossy().into_owned();
+
+    let (code, out, _) = run(&["module", "--role", "machinepool", "--strict", &path]);
+    assert_eq!(code, 0, "{out}");
+    let mut text = out.lines();
+    let first = text.next().unwrap();
+    assert!(
+        first.starts_with(&format!("{path}/variables.tf:38: ignored input/type: ")),
+        "{first}"
+    );
+    assert!(
+        first.ends_with(" (ignored: our wrapper passes replicas as a string)"),
+        "{first}"
+    );
+    assert_eq!(
+        text.next(),
+        Some("summary: 0 errors, 0 warnings, 0 info, 1 ignored")
+    );
+
+    let (_, out, _) = run(&["module", "--role", "machinepool", "--json", &path]);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["findings"], serde_json::json!([]));
+    assert_eq!(report["ignored"][0]["id"], "input/type");
+    assert_eq!(report["ignored"][0]["line"], 38);
+    assert_eq!(
+        report["ignored"][0]["reason"],
+        "our wrapper passes replicas as a string"
+    );
+    assert_eq!(report["summary"]["ignored"], 1);
+    assert_eq!(report["summary"]["errors"], 0);
+
+    let (_, out, _) = run(&[
+        "module",
+        "--role",
+        "machinepool",
+        "--format",
+        "sarif",
+        &path,
+    ]);
+    let log: Value = serde_json::from_str(&out).unwrap();
+    let result = &log["runs"][0]["results"][0];
+    assert_eq!(result["ruleId"], "input/type");
+    assert_eq!(
+        result["suppressions"],
+        serde_json::json!([{"kind": "inSource", "justification": "our wrapper passes replicas as a string"}])
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn allow_warning_downgrades_warnings_to_info_only() {
     let warn = bad("input-tags-unused");

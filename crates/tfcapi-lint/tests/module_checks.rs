@@ -109,6 +109,7 @@ fixture_tests! {
     module_one_line_block => "module-one-line-block",
     module_no_configuration => "module-no-configuration",
     module_tofu_shadow => "module-tofu-shadow",
+    module_ignore => "module-ignore",
     module_duplicate => "module-duplicate",
     module_backend => "module-backend",
     input_missing => "input-missing",

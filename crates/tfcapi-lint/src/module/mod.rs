@@ -3,6 +3,7 @@
 //! chapters). Parsing only: no runtime, no network.
 
 pub mod expr;
+pub mod ignore;
 pub mod json;
 pub mod load;
 pub mod null_check;
@@ -58,6 +59,7 @@ pub fn lint_sources_for(
         ));
         return (Module::default(), findings);
     }
+    let (directives, malformed) = ignore::directives(&files);
     let (module, loaded) = load(files);
     findings.extend(loaded);
     // A module that does not parse is not checked further: its declarations are incomplete, and
@@ -68,6 +70,8 @@ pub fn lint_sources_for(
     {
         findings.extend(rules::check(&module, role, dir, runtime));
     }
+    findings.extend(malformed);
+    ignore::apply(&mut findings, &directives);
     (module, findings)
 }
 
