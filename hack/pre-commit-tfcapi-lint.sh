@@ -2,7 +2,8 @@
 # The tfcapi-lint pre-commit hook (.pre-commit-hooks.yaml): runs `tfcapi-lint module` once for
 # every directory holding a changed .tf/.tofu file. Arguments: the hook's `args` (--role is
 # required; --strict, --allow-warning, --contract and --format pass through), then the file names
-# pre-commit hands over. tfcapi-lint comes from $TFCAPI_LINT, else PATH.
+# pre-commit hands over (files under a .terraform/ directory are skipped). tfcapi-lint comes from
+# $TFCAPI_LINT, else PATH.
 set -uo pipefail
 
 lint=${TFCAPI_LINT:-tfcapi-lint}
@@ -34,5 +35,10 @@ while IFS= read -r dir; do
   rc=0
   "$lint" module "${flags[@]}" "$dir" || rc=$?
   ((rc > status)) && status=$rc
-done < <(for f in "${files[@]}"; do dirname -- "$f"; done | sort -u)
+done < <(for f in "${files[@]}"; do
+  # Never what `init` downloaded (.terraform/), even when a configuration's own files: or exclude:
+  # lets it through.
+  [[ /$f == */.terraform/* ]] && continue
+  dirname -- "$f"
+done | sort -u)
 exit "$status"

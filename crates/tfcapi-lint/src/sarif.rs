@@ -7,6 +7,14 @@ use serde_json::{Value, json};
 
 const SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 
+/// The book's pages at this release's tag: where a SARIF viewer links the tool and each rule.
+fn book(page: &str) -> String {
+    format!(
+        "https://github.com/captf-io/cluster-api-provider-terraform/blob/v{}/docs/src/{page}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 fn level(severity: Severity) -> &'static str {
     match severity {
         Severity::Error => "error",
@@ -30,6 +38,7 @@ fn rule(check: &checks::Check) -> Value {
                 check.summary, check.example, check.fix
             ),
         },
+        "helpUri": book("reference/tfcapi-lint-cli.md"),
         "defaultConfiguration": { "level": level(default_level) },
         "properties": { "roles": roles },
     })
@@ -74,6 +83,7 @@ pub fn render(report: &Report) -> String {
                 "driver": {
                     "name": "tfcapi-lint",
                     "version": env!("CARGO_PKG_VERSION"),
+                    "informationUri": book("tfcapi-lint.md"),
                     "rules": rules,
                 }
             },

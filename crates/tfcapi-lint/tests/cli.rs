@@ -274,6 +274,19 @@ fn sarif_report_has_rules_and_located_results() {
             .iter()
             .all(|r| r["help"]["text"].as_str().is_some_and(|t| !t.is_empty()))
     );
+    let version = env!("CARGO_PKG_VERSION");
+    let book = format!(
+        "https://github.com/captf-io/cluster-api-provider-terraform/blob/v{version}/docs/src/"
+    );
+    assert_eq!(
+        run["tool"]["driver"]["informationUri"],
+        format!("{book}tfcapi-lint.md")
+    );
+    assert!(
+        rules
+            .iter()
+            .all(|r| r["helpUri"] == format!("{book}reference/tfcapi-lint-cli.md"))
+    );
     let result = &run["results"][0];
     assert_eq!(result["ruleId"], "module/backend");
     assert_eq!(result["level"], "error");

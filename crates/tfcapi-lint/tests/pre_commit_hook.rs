@@ -112,6 +112,15 @@ fn the_pre_commit_hook_passes_a_clean_module_and_fails_a_broken_one() {
         "{text}"
     );
 
+    // What `init` downloads under .terraform/ is not linted, even when it is committed and would
+    // not parse.
+    let downloaded = module.join("modules/machine/.terraform/modules/vpc/main.tf");
+    std::fs::create_dir_all(downloaded.parent().expect("a parent")).expect("mkdir");
+    std::fs::write(&downloaded, "variable {\n").expect("writing a downloaded module");
+    git(&module, &["add", "-f", "."]);
+    let (ok, text) = run_hooks(&module, &home);
+    assert!(ok, "a file under .terraform/ fails the hook:\n{text}");
+
     // Drop the `interruptible` output: output/missing, an error.
     let outputs = module.join("modules/machine/outputs.tf");
     let text = std::fs::read_to_string(&outputs).expect("outputs.tf");
