@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Renders a clusterctl local repository for one release (docs/src/installation.md):
 #   $RELEASE_DIR/infrastructure-components.yaml  config/default with the release's three images
-#   $RELEASE_DIR/metadata.yaml                   config/metadata.yaml
+#   $RELEASE_DIR/metadata.yaml                   metadata.yaml
 #   $RELEASE_DIR/cluster-template*.yaml, clusterclass-*.yaml   the flavors of templates/, if any
 # Called by `make manifests-release` with RELEASE_DIR, RELEASE_IMG (the manager image),
 # RELEASE_WEBHOOK_IMG, RELEASE_RUNNER_IMG, VERSION and KUSTOMIZE set. Refuses placeholder images
-# and a VERSION that config/metadata.yaml has no release series for. Writes nothing on refusal.
+# and a VERSION that metadata.yaml has no release series for. Writes nothing on refusal.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,8 +41,8 @@ check_image RELEASE_RUNNER_IMG "${RELEASE_RUNNER_IMG:?}"
 major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]}
 awk -v M="$major" -v m="$minor" '
   /major:/ { maj = $NF } /minor:/ { if (maj == M && $NF == m) found = 1 }
-  END { exit !found }' "$ROOT/config/metadata.yaml" ||
-  die "VERSION=$VERSION: config/metadata.yaml has no release series $major.$minor; add one with its Cluster API contract"
+  END { exit !found }' "$ROOT/metadata.yaml" ||
+  die "VERSION=$VERSION: metadata.yaml has no release series $major.$minor; add one with its Cluster API contract"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -59,7 +59,7 @@ fi
 
 mkdir -p "$RELEASE_DIR"
 cp "$work/infrastructure-components.yaml" "$RELEASE_DIR/infrastructure-components.yaml"
-cp "$ROOT/config/metadata.yaml" "$RELEASE_DIR/metadata.yaml"
+cp "$ROOT/metadata.yaml" "$RELEASE_DIR/metadata.yaml"
 shopt -s nullglob
 flavors=("$ROOT"/templates/cluster-template*.yaml "$ROOT"/templates/clusterclass-*.yaml)
 for f in "${flavors[@]}"; do cp "$f" "$RELEASE_DIR/"; done

@@ -296,3 +296,47 @@ fn pushing_without_a_registry_or_with_an_unknown_engine_says_what_to_set() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("expected docker, podman or buildah"), "{err}");
 }
+
+/// Cluster API's local-repository script reads `clusterctl-settings.json` at the repository root
+/// (the provider's name, its components file, the version to build as) and `metadata.yaml` beside
+/// it: the name is the provider label every object carries, and the version's series is one
+/// `metadata.yaml` lists, as clusterctl requires.
+#[test]
+fn clusterctl_settings_name_the_provider_and_a_listed_release_series() {
+    let root = repo_root();
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("clusterctl-settings.json")).unwrap(),
+    )
+    .unwrap();
+    let provider_label = render("default")
+        .iter()
+        .find_map(|o| {
+            o["metadata"]["labels"]["cluster.x-k8s.io/provider"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .unwrap();
+    assert_eq!(settings["name"], provider_label.as_str());
+    assert_eq!(
+        settings["config"]["componentsFile"],
+        "infrastructure-components.yaml"
+    );
+    let next = settings["config"]["nextVersion"].as_str().unwrap();
+    let parts: Vec<u64> = next
+        .strip_prefix('v')
+        .unwrap()
+        .split('.')
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(parts.len(), 3, "{next}");
+    let metadata = std::fs::read_to_string(root.join("metadata.yaml")).unwrap();
+    let metadata = &documents(&metadata).unwrap()[0];
+    assert_eq!(metadata["kind"], "Metadata");
+    let series = metadata["releaseSeries"].as_array().unwrap();
+    assert!(
+        series
+            .iter()
+            .any(|s| s["major"] == parts[0] && s["minor"] == parts[1]),
+        "{next} is in no release series of metadata.yaml: {series:?}"
+    );
+}
