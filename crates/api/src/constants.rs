@@ -59,6 +59,8 @@ pub mod annotations {
     pub const PLAN_UNREADABLE: &str = "captf.io/plan-unreadable";
     /// The plan hash an apply Job was created for.
     pub const APPROVED_PLAN: &str = "captf.io/approved-plan";
+    /// On a plan-text Secret: the plan hash of the text it holds.
+    pub const PLAN_HASH: &str = "captf.io/plan-hash";
     /// On a restore Job: the backup serial being restored.
     pub const RESTORE_SERIAL: &str = "captf.io/restore-serial";
 

@@ -267,6 +267,12 @@ pub struct PlanPreview {
     /// When the plan was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<Time>,
+    /// The Secret (in the object's namespace, owned by it) holding the whole plan as text, key
+    /// `plan.txt`, sensitive values redacted as `tofu show` redacts them, at most 512 KiB; the
+    /// next plan replaces it and the apply of an approved plan deletes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub text_secret: Option<String>,
 }
 
 /// A failure domain (Cluster API v1beta2 `FailureDomain`).

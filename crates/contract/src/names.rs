@@ -202,6 +202,13 @@ pub fn durable_inputs_secret_name(kind: ObjectKind, name: &str) -> String {
     prefixed_or_hashed(&format!("captf-inputs-{}-", kind.short()), name)
 }
 
+/// The plan-text Secret of a TerraformCluster under `applyPolicy: Manual`,
+/// `captf-plan-<c|m|mp>-<name>` (prefix and hash when overlong): the pending plan rendered as
+/// text for its reviewer (Plan Approval, "Reading the plan").
+pub fn plan_text_secret_name(kind: ObjectKind, name: &str) -> String {
+    prefixed_or_hashed(&format!("captf-plan-{}-", kind.short()), name)
+}
+
 /// The per-run inputs Secret of a Job, `captf-run-<job name>`.
 pub fn run_secret_name(job_name: &str) -> String {
     prefixed_or_hashed("captf-run-", job_name)

@@ -39,6 +39,36 @@ pub fn counts_phrase(add: u64, change: u64, destroy: u64, forget: u64) -> String
 /// The plan hash scheme prefix.
 pub const PLAN_HASH_PREFIX: &str = "p1:";
 
+/// The key of the plan-text Secret's data (Plan Approval, "Reading the plan").
+pub const PLAN_TEXT_KEY: &str = "plan.txt";
+/// The most bytes of plan text stored: half of a Secret's 1 MiB, so the Secret stays far from
+/// the limit once base64-encoded.
+pub const PLAN_TEXT_MAX_BYTES: usize = 512 * 1024;
+
+/// The plan text as stored: `text` whole when it fits [`PLAN_TEXT_MAX_BYTES`], else its first
+/// whole lines and a last line saying how much was left out.
+pub fn plan_text(text: &str) -> String {
+    if text.len() <= PLAN_TEXT_MAX_BYTES {
+        return text.to_owned();
+    }
+    let note = format!(
+        "\n… truncated: the plan's text is {} bytes and at most {} are stored; \
+         the plan Job's log has all of it while the Job is kept.\n",
+        text.len(),
+        PLAN_TEXT_MAX_BYTES
+    );
+    let room = PLAN_TEXT_MAX_BYTES.saturating_sub(note.len());
+    let mut cut = room.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let kept = match text[..cut].rfind('\n') {
+        Some(end) => &text[..=end],
+        None => &text[..cut],
+    };
+    format!("{}{}", kept.trim_end_matches('\n'), note)
+}
+
 /// A resource change's action, as the runtime decodes the `actions` list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Action {
@@ -428,5 +458,32 @@ enum Mode {
 impl fmt::Display for PlannedChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.address, self.action.label())
+    }
+}
+
+#[cfg(test)]
+mod plan_text_tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_text_that_fits_is_stored_whole() {
+        let text =
+            "  # terraform_data.a will be created\n  + resource \"terraform_data\" \"a\" {}\n";
+        assert_eq!(plan_text(text), text);
+        let exact = "x".repeat(PLAN_TEXT_MAX_BYTES);
+        assert_eq!(plan_text(&exact), exact);
+    }
+
+    #[test]
+    fn a_long_plan_text_keeps_whole_lines_and_says_how_long_it_was() {
+        let line = "  ~ attribute = \"é\" -> \"ü\"\n";
+        let text = line.repeat(PLAN_TEXT_MAX_BYTES / line.len() + 100);
+        let stored = plan_text(&text);
+        assert!(stored.len() <= PLAN_TEXT_MAX_BYTES, "{}", stored.len());
+        let (kept, note) = stored.rsplit_once("\n… truncated: ").unwrap();
+        assert!(text.starts_with(kept), "a prefix of the text");
+        assert!(kept.ends_with('"'), "whole lines only");
+        assert!(note.starts_with(&format!("the plan's text is {} bytes", text.len())));
+        assert!(note.ends_with("while the Job is kept.\n"));
     }
 }

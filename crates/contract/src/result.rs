@@ -215,6 +215,9 @@ pub struct PlanDoc {
     /// Whether entries were left out.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// The Secret holding this plan rendered as text (`--plan-text-secret`), once stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_secret: Option<String>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
@@ -241,6 +244,7 @@ impl PlanDoc {
             moved: a.moved,
             resources,
             truncated,
+            text_secret: None,
         }
     }
 }

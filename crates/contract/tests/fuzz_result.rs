@@ -55,6 +55,7 @@ fn plan_doc() -> impl Strategy<Value = PlanDoc> {
             forget: n[6],
             resources,
             truncated,
+            text_secret: None,
         })
 }
 

@@ -478,6 +478,25 @@ fn main_args(req: &JobRequest<'_>, job_name: &str) -> Vec<String> {
     if let Some(plan) = non_empty(req.expect_plan) {
         args.push(format!("--expect-plan={plan}"));
     }
+    // Plan Approval "Reading the plan": a plan Job stores its plan as text for the reviewer,
+    // and the approved apply stores the plan it made (it replaces status.plan when it changed)
+    // and deletes it once applied.
+    if req.kind == ObjectKind::Cluster
+        && (req.operation == Operation::Plan || non_empty(req.expect_plan).is_some())
+    {
+        args.push(format!(
+            "--plan-text-secret={}",
+            names::plan_text_secret_name(req.kind, req.name)
+        ));
+        args.push(format!(
+            "--plan-text-owner={}/{}/{}/{}/{}",
+            api::API_VERSION,
+            req.kind.kind(),
+            req.namespace,
+            req.name,
+            req.uid
+        ));
+    }
     if let Some(restore) = req.restore {
         args.push(format!("--restore-chunks={}", restore.chunks));
         args.push(format!("--restore-resources={}", restore.resources));

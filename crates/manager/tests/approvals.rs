@@ -241,6 +241,102 @@ async fn a_manual_cluster_applies_only_an_approved_plan() {
     assert!(!logs().contains(planted));
 }
 
+/// Plan Approval "Reading the plan": a plan Job stores the plan as `tofu show` prints it in the
+/// Secret `status.plan.textSecret` names, owned by the cluster: it names every changed address
+/// and shows a plain value, but a sensitive variable's value (from a variables Secret) appears
+/// nowhere, not in the text, the object, events or logs. The approved apply deletes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_is_stored_as_text_without_its_sensitive_values_until_applied() {
+    let Fx {
+        env,
+        images,
+        client,
+        ns,
+    } = fixture_with_identity("plantext").await;
+    let image = sensitive_image(env).await;
+    let planted = "planted-password-4c9e1d";
+    create(
+        &client,
+        &ns,
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "module-vars", "labels": {"captf.io/variables": "true"}},
+               "stringData": {"password": planted}}),
+    )
+    .await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-plantext");
+    cluster_with_spec(
+        &client,
+        &ns,
+        "reviewed",
+        "id-plantext",
+        &image,
+        json!({"applyPolicy": "Manual",
+               "variablesFrom": [{"secretRef": {"name": "module-vars"}}]}),
+    )
+    .await;
+    wait_ready(&client, &ns, "TerraformCluster", "reviewed", "True", LONG).await;
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "reviewed",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"variables": {"size": 2}}})),
+    )
+    .await
+    .unwrap();
+    let tc = reason(&client, &ns, "reviewed", "PlanAwaitingApproval").await;
+    let plan = tc["status"]["plan"].clone();
+    assert_eq!(plan["textSecret"], "captf-plan-c-reviewed", "{tc:#}");
+
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    let stored = secrets.get("captf-plan-c-reviewed").await.unwrap();
+    let owner = &stored.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(owner.kind, "TerraformCluster");
+    assert_eq!(Some(owner.uid.as_str()), tc["metadata"]["uid"].as_str());
+    assert_eq!(
+        stored.metadata.annotations.as_ref().unwrap()["captf.io/plan-hash"],
+        plan["planHash"].as_str().unwrap()
+    );
+    let text = String::from_utf8(stored.data.as_ref().unwrap()["plan.txt"].0.clone()).unwrap();
+    for entry in plan["resources"].as_array().unwrap() {
+        let address = entry.as_str().unwrap().split(" (").next().unwrap();
+        assert!(text.contains(address), "{address} missing from:\n{text}");
+    }
+    assert!(
+        text.contains("module.role.terraform_data.credentials[0]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"size-2\""),
+        "a plain value is shown:\n{text}"
+    );
+    assert!(text.contains("(sensitive value)"), "{text}");
+    assert!(
+        !text.contains(planted),
+        "the sensitive value is in the text:\n{text}"
+    );
+    assert!(!tc.to_string().contains(planted), "{tc:#}");
+    assert!(!events_json(&client, &ns).await.contains(planted));
+    assert!(!logs().contains(planted));
+
+    approve(&client, &ns, "reviewed", &plan["planHash"]).await;
+    reason(&client, &ns, "reviewed", "ApplySucceeded").await;
+    eventually(LONG, "the consumed plan's text deleted", || async {
+        let gone = secrets
+            .get_opt("captf-plan-c-reviewed")
+            .await
+            .unwrap()
+            .is_none();
+        gone.then_some(())
+    })
+    .await;
+    let tc = eventually(LONG, "status.plan cleared", || async {
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "reviewed").await;
+        tc["status"]["plan"].is_null().then_some(tc)
+    })
+    .await;
+    assert!(!tc.to_string().contains(planted));
+}
+
 /// Approves the plan `plan_hash` of the TerraformCluster `name` (`captf.io/approve-plan`).
 async fn approve(client: &kube::Client, ns: &str, name: &str, plan_hash: &serde_json::Value) {
     annotate(client, ns, name, "captf.io/approve-plan", plan_hash).await;
@@ -295,6 +391,16 @@ async fn an_approved_plan_that_changed_before_its_apply_is_plan_changed() {
     .await;
     let resources = tc["status"]["plan"]["resources"].to_string();
     assert!(resources.contains("knob_number"), "{tc:#}");
+    // The new plan's text replaced the approved one's, for the next review.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    let stored = secrets.get("captf-plan-c-moving").await.unwrap();
+    assert_eq!(tc["status"]["plan"]["textSecret"], "captf-plan-c-moving");
+    assert_eq!(
+        stored.metadata.annotations.as_ref().unwrap()["captf.io/plan-hash"],
+        tc["status"]["plan"]["planHash"].as_str().unwrap()
+    );
+    let text = String::from_utf8(stored.data.as_ref().unwrap()["plan.txt"].0.clone()).unwrap();
+    assert!(text.contains("knob_number"), "{text}");
     let state = state_document(&client, &ns, contract::names::ObjectKind::Cluster, "moving").await;
     let applied = state["resources"]
         .as_array()

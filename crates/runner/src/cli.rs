@@ -208,6 +208,14 @@ pub struct RunArgs {
     /// Apply only if the new plan's hash equals this approved plan hash.
     #[arg(long, default_value = "")]
     pub expect_plan: String,
+    /// Store the plan this run makes, rendered as text (`show -no-color`, sensitive values
+    /// redacted as the runtime redacts them), in this Secret; an apply that succeeds deletes it
+    /// (Plan Approval, "Reading the plan").
+    #[arg(long, default_value = "")]
+    pub plan_text_secret: String,
+    /// The object the plan-text Secret belongs to: <apiVersion>/<kind>/<namespace>/<name>/<uid>.
+    #[arg(long, default_value = "")]
+    pub plan_text_owner: String,
     /// Restore: the number of backup chunks under <config>/restore.
     #[arg(long, default_value_t = 0)]
     pub restore_chunks: u32,

@@ -135,7 +135,8 @@ impl EventSink {
     }
 }
 
-async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, String> {
+/// A client from `kubeconfig`, else the pod's service account, with short timeouts and no retry.
+pub(crate) async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, String> {
     let mut config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(&path).map_err(|e| e.to_string())?;

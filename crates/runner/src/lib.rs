@@ -22,6 +22,7 @@ pub mod exec;
 pub mod layout;
 pub mod logging;
 pub mod output;
+pub mod plan_text;
 pub use contract::result;
 pub mod root;
 pub mod run;

@@ -24,7 +24,7 @@ use crate::result::{
 };
 use crate::steps::{self, Flow, Settings, StepName};
 use crate::summary::{self, Redactor};
-use crate::{env, layout, output, root, tfrc};
+use crate::{env, layout, output, plan_text, root, tfrc};
 
 /// How long queued events may take to post at the end of a run (shorter when interrupted: the
 /// pod's grace period is nearly spent).
@@ -117,6 +117,8 @@ struct Runner {
     root: PathBuf,
     settings: Settings,
     redactor: Redactor,
+    /// The plan-text Secret this run stored (`--plan-text-secret`).
+    plan_text_stored: Option<String>,
 }
 
 /// Runs one operation; returns the process exit code. Never panics on any input and always
@@ -159,6 +161,7 @@ pub async fn run(args: RunArgs, event_object: Option<EventObject>) -> i32 {
         env: Vec::new(),
         settings,
         redactor: Redactor::default(),
+        plan_text_stored: None,
     };
     runner
         .redactor
@@ -342,6 +345,7 @@ impl Runner {
             op: self.op(),
             force_unlock: !self.args.force_unlock.is_empty(),
             reads_plan: self.args.guard_deletes || !self.args.expect_plan.is_empty(),
+            plan_text: !self.args.plan_text_secret.is_empty(),
         };
         let mut step = steps::first(flow);
         let mut analysis: Option<PlanAnalysis> = None;
@@ -353,6 +357,7 @@ impl Runner {
             match step {
                 StepName::Plan if f.exit == 0 => self.no_changes(flow)?,
                 StepName::ShowJson => analysis = Some(self.read_plan(&f)?),
+                StepName::ShowText => self.store_plan_text(&f, analysis.as_ref()).await?,
                 StepName::Apply | StepName::Destroy => self.record_changes(step, &f),
                 StepName::StateList => self.check_restored(&f)?,
                 _ => {}
@@ -533,6 +538,77 @@ impl Runner {
         Ok(analysis)
     }
 
+    /// Where `--plan-text-secret` goes, owned by `--plan-text-owner`.
+    fn plan_text_target(&self) -> Result<plan_text::Target, String> {
+        let owner = crate::cli::parse_event_object(&self.args.plan_text_owner)
+            .map_err(|e| format!("--plan-text-owner: {e}"))?;
+        Ok(plan_text::Target {
+            secret: self.args.plan_text_secret.clone(),
+            owner,
+        })
+    }
+
+    /// Stores the text `show -no-color` printed (capped, credential values redacted) for the
+    /// plan just read; a plan that cannot be stored fails the run, as a reviewer would approve
+    /// what they cannot read.
+    async fn store_plan_text(
+        &mut self,
+        f: &Finished,
+        analysis: Option<&PlanAnalysis>,
+    ) -> Result<(), Failure> {
+        let fail = |why: String| {
+            error!(reason = %why, "the plan's text could not be stored");
+            Failure::new(
+                ErrorKind::Step,
+                Some(StepName::ShowText.as_str()),
+                summary::cap(
+                    &format!("the plan's text could not be stored: {why}"),
+                    summary::MAX_SUMMARY_BYTES,
+                ),
+            )
+        };
+        let target = self.plan_text_target().map_err(&fail)?;
+        let text = String::from_utf8_lossy(&f.stdout);
+        // Only the identity's credential values: the runtime already shows sensitive values as
+        // `(sensitive value)`, and the module's other inputs are what a reviewer must see.
+        let mut credentials = Redactor::default();
+        credentials.add_credential_files(&self.args.credentials);
+        let text = contract::plan::plan_text(&credentials.redact(&text));
+        let hash = analysis.map_or("", |a| a.hash.as_str());
+        let want = plan_text::secret(&target, hash, &self.args.inputs_hash, &text);
+        plan_text::store(self.args.events_kubeconfig.clone(), want)
+            .await
+            .map_err(&fail)?;
+        info!(secret = %target.secret, bytes = text.len(), "the plan's text is stored");
+        self.plan_text_stored = Some(target.secret);
+        Ok(())
+    }
+
+    /// After the run: a succeeded apply consumed the plan, and a plan without changes has no
+    /// text, so an earlier plan's text is deleted; a failure to delete is only logged.
+    async fn settle_plan_text(&mut self, succeeded: bool) {
+        if let (Some(plan), Some(name)) = (self.doc.plan.as_mut(), &self.plan_text_stored) {
+            plan.text_secret = Some(name.clone());
+        }
+        let consumed = self.op() == Op::Apply || self.plan_text_stored.is_none();
+        if self.args.plan_text_secret.is_empty() || !succeeded || !consumed {
+            return;
+        }
+        let deleted = match self.plan_text_target() {
+            Ok(target) => plan_text::delete(self.args.events_kubeconfig.clone(), &target).await,
+            Err(e) => Err(e),
+        };
+        match deleted {
+            Ok(()) => info!(secret = %self.args.plan_text_secret, "the plan's text is deleted"),
+            Err(e) => warn!(error = %e, "the plan's text could not be deleted"),
+        }
+        if self.op() == Op::Apply
+            && let Some(plan) = self.doc.plan.as_mut()
+        {
+            plan.text_secret = None;
+        }
+    }
+
     fn plan_summary_event(&self, a: &PlanAnalysis) {
         let mut note = format!(
             "{}: {}",
@@ -703,6 +779,7 @@ impl Runner {
                 });
             }
         }
+        self.settle_plan_text(exit == EXIT_OK).await;
         let json = self.doc.to_json_capped();
         if let Err(e) = std::fs::write(&self.args.result, &json) {
             warn!(path = %self.args.result.display(), error = %e, "cannot write the result document");

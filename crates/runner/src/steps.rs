@@ -11,6 +11,8 @@
 //! - apply: validate, plan `-detailed-exitcode -out`, show `-json` (only when the plan exits 2 and
 //!   the apply is guarded or approved), apply of the saved plan; a plan exiting 0 ends the run;
 //! - plan: validate, plan, show `-json` when the plan exits 2;
+//! - with `--plan-text-secret` (a plan Job, an approved apply): show `-no-color` right after
+//!   show `-json`, the plan as text for its reviewer;
 //! - destroy: destroy; refresh: apply `-refresh-only`;
 //! - drift: apply `-refresh-only`, plan `-refresh=false -detailed-exitcode -out`, show `-json`
 //!   when the plan exits 2;
@@ -37,6 +39,8 @@ pub enum StepName {
     Plan,
     /// `show -json <planfile>`.
     ShowJson,
+    /// `show -no-color <planfile>`: the plan as text (`--plan-text-secret`).
+    ShowText,
     /// `apply <planfile>`.
     Apply,
     /// `apply -refresh-only -auto-approve`.
@@ -58,6 +62,7 @@ impl StepName {
             StepName::Validate => "validate",
             StepName::Plan => "plan",
             StepName::ShowJson => "show-json",
+            StepName::ShowText => "show-text",
             StepName::Apply => "apply",
             StepName::ApplyRefreshOnly => "apply-refresh-only",
             StepName::Destroy => "destroy",
@@ -117,6 +122,8 @@ pub struct Flow {
     pub force_unlock: bool,
     /// Whether an apply reads its plan back (`--guard-deletes` or `--expect-plan`).
     pub reads_plan: bool,
+    /// Whether the plan is also rendered as text (`--plan-text-secret`).
+    pub plan_text: bool,
 }
 
 /// The arguments of `version -json`.
@@ -168,6 +175,12 @@ pub fn args(step: StepName, op: Op, s: &Settings) -> (Vec<String>, Stdout) {
                 "-no-color".into(),
                 s.plan_file.clone(),
             ],
+            Stdout::KeepSecret,
+        ),
+        // Kept out of the log like show -json: whatever the runtime does not redact stays in
+        // the Secret.
+        StepName::ShowText => (
+            vec!["show".into(), "-no-color".into(), s.plan_file.clone()],
             Stdout::KeepSecret,
         ),
         StepName::Apply => {
@@ -244,7 +257,10 @@ pub fn next(flow: Flow, done: StepName, exit: i32) -> Option<StepName> {
             Op::Apply if !flow.reads_plan => Some(StepName::Apply),
             _ => Some(StepName::ShowJson),
         },
-        StepName::ShowJson => (flow.op == Op::Apply).then_some(StepName::Apply),
+        StepName::ShowJson if flow.plan_text => Some(StepName::ShowText),
+        StepName::ShowJson | StepName::ShowText => {
+            (flow.op == Op::Apply).then_some(StepName::Apply)
+        }
         StepName::StatePush => Some(StepName::StateList),
         StepName::Apply | StepName::Destroy | StepName::StateList => None,
     }
@@ -376,7 +392,35 @@ mod tests {
             op,
             force_unlock: false,
             reads_plan: false,
+            plan_text: false,
         }
+    }
+
+    #[test]
+    fn the_plan_text_follows_show_json_and_only_a_plan_with_changes_has_one() {
+        let plan = Flow {
+            plan_text: true,
+            ..flow(Op::Plan)
+        };
+        assert_eq!(
+            sequence(plan, 2),
+            vec![Init, Validate, Plan, ShowJson, ShowText]
+        );
+        assert_eq!(sequence(plan, 0), vec![Init, Validate, Plan]);
+        let approved = Flow {
+            reads_plan: true,
+            plan_text: true,
+            ..flow(Op::Apply)
+        };
+        assert_eq!(
+            sequence(approved, 2),
+            vec![Init, Validate, Plan, ShowJson, ShowText, Apply]
+        );
+        assert_eq!(
+            line(ShowText, Op::Plan),
+            "show -no-color /captf/work/plan.tfplan"
+        );
+        assert_eq!(args(ShowText, Op::Plan, &settings()).1, Stdout::KeepSecret);
     }
 
     #[test]

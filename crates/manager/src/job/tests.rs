@@ -553,6 +553,9 @@ fn args_in_documented_order_with_every_option() {
         "--event-object=infrastructure.cluster.x-k8s.io/v1alpha1/TerraformCluster/{NS}/prod/{UID}"
     );
     let job_flag = format!("--job-name={name}");
+    let plan_owner = format!(
+        "--plan-text-owner=infrastructure.cluster.x-k8s.io/v1alpha1/TerraformCluster/{NS}/prod/{UID}"
+    );
     assert_eq!(
         args(&job),
         [
@@ -575,12 +578,41 @@ fn args_in_documented_order_with_every_option() {
             "--inputs-hash=h1:0123abcd",
             "--allow-deletes-hash=h1:0123abcd",
             "--expect-plan=p1:beef",
+            "--plan-text-secret=captf-plan-c-prod",
+            plan_owner.as_str(),
             "--restore-chunks=1",
             "--restore-resources=0",
             event_object.as_str(),
             job_flag.as_str(),
         ]
     );
+}
+
+/// Plan Approval "Reading the plan": a TerraformCluster's plan Job and its approved apply store
+/// the plan's text; any other Job does not.
+#[test]
+fn only_a_clusters_plan_and_approved_apply_store_the_plan_text() {
+    let policy = JobPolicy::default();
+    let has = |req: &JobRequest<'_>| {
+        args(&build_job(req).job).contains(&"--plan-text-secret=captf-plan-c-prod")
+    };
+    let plan = JobRequest {
+        operation: Operation::Plan,
+        guard_deletes: false,
+        ..cluster_apply(&policy)
+    };
+    assert!(has(&plan));
+    let approved = JobRequest {
+        expect_plan: Some("p1:beef"),
+        ..cluster_apply(&policy)
+    };
+    assert!(has(&approved));
+    assert!(!has(&cluster_apply(&policy)), "an apply nobody approved");
+    let drift = JobRequest {
+        operation: Operation::Drift,
+        ..cluster_apply(&policy)
+    };
+    assert!(!has(&drift));
 }
 
 #[test]

@@ -387,6 +387,10 @@ pub fn plan_preview(record: &JobRecord, plan: &PlanDoc) -> Option<PlanPreview> {
         resources: bounded_list(&plan.resources, items, each),
         truncated: (plan.truncated || plan.resources.len() > items).then_some(true),
         created_at: record.finished.and_then(crate::pass::status::to_time),
+        text_secret: plan
+            .text_secret
+            .clone()
+            .filter(|s| !s.is_empty() && s.len() <= 253),
     })
 }
 

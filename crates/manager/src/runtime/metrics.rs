@@ -29,13 +29,14 @@ use prometheus_client::registry::Registry;
 
 /// The runner steps `captf_job_step_duration_seconds` and `captf_job_errors_total` name; any
 /// other step is recorded as `other`.
-pub const STEPS: [&str; 13] = [
+pub const STEPS: [&str; 14] = [
     "version",
     "init",
     "force-unlock",
     "validate",
     "plan",
     "show-json",
+    "show-text",
     "apply",
     "apply-refresh-only",
     "destroy",

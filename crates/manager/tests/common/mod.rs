@@ -914,6 +914,47 @@ resource "terraform_data" "slow" {
         .await
         .clone()
 }
+
+static SENSITIVE: OnceCell<String> = OnceCell::const_new();
+
+/// A cluster module with a sensitive variable `password` that a resource holds, and a plain
+/// `size`: `size > 0` plans `terraform_data.credentials[0]` (its input the password) and
+/// `terraform_data.sized[0]` (input `"size-<size>"`). What a plan's text shows and hides.
+pub async fn sensitive_image(env: &testenv::TestEnv) -> String {
+    SENSITIVE
+        .get_or_init(|| async {
+            variant_image(
+                env,
+                "captf/sensitive-cluster",
+                r#"
+variable "password" {
+  type      = string
+  sensitive = true
+  default   = ""
+}
+
+variable "size" {
+  type    = number
+  default = 0
+}
+
+resource "terraform_data" "credentials" {
+  count = var.size > 0 ? 1 : 0
+  input = var.password
+}
+
+resource "terraform_data" "sized" {
+  count = var.size > 0 ? 1 : 0
+  input = "size-${var.size}"
+}
+"#,
+            )
+            .await
+        })
+        .await
+        .clone()
+}
+
 static FAILING: OnceCell<String> = OnceCell::const_new();
 
 /// A cluster module that sleeps `var.sleep_seconds` during apply.
