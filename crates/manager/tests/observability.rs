@@ -203,7 +203,10 @@ fn alerts_read_only_exported_metrics_and_each_has_promtool_cases() {
     }
 }
 
-/// Each alert's `runbook_url` names a page of the book that exists: its runbook, which names the
+/// Where the book's sources are published: every `runbook_url` starts with it.
+const BOOK_SOURCE: &str = "https://github.com/captf-io/cluster-api-provider-terraform/blob/main/";
+
+/// Each alert's `runbook_url` names, by absolute address, a page of the book that exists: its runbook, which names the
 /// alert (the book's runbooks: job-failures, size-limits, slow-jobs, reconcile-errors, and the
 /// state runbooks), or its section of the Alerts reference when it has none. Every alert has a
 /// section of the reference too.
@@ -221,6 +224,10 @@ fn each_alert_names_its_runbook() {
         let url = rule["annotations"]["runbook_url"]
             .as_str()
             .unwrap_or_else(|| panic!("{alert} has no runbook_url annotation"));
+        // Absolute, so Alertmanager and its receivers can link it: the book's source on GitHub.
+        let url = url.strip_prefix(BOOK_SOURCE).unwrap_or_else(|| {
+            panic!("{alert}'s runbook_url {url} is not an absolute address under {BOOK_SOURCE}")
+        });
         let (path, anchor) = url.split_once('#').unwrap_or((url, ""));
         assert!(
             path.starts_with("docs/src/") && Path::new(path).extension().is_some_and(|e| e == "md"),
