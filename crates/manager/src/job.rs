@@ -488,31 +488,29 @@ fn main_args(req: &JobRequest<'_>, job_name: &str) -> Vec<String> {
             "--plan-text-secret={}",
             names::plan_text_secret_name(req.kind, req.name)
         ));
-        args.push(format!(
-            "--plan-text-owner={}/{}/{}/{}/{}",
-            api::API_VERSION,
-            req.kind.kind(),
-            req.namespace,
-            req.name,
-            req.uid
-        ));
+        args.push(format!("--plan-text-owner={}", object_ref(req)));
     }
     if let Some(restore) = req.restore {
         args.push(format!("--restore-chunks={}", restore.chunks));
         args.push(format!("--restore-resources={}", restore.resources));
     }
     if req.runner_events {
-        args.push(format!(
-            "--event-object={}/{}/{}/{}/{}",
-            api::API_VERSION,
-            req.kind.kind(),
-            req.namespace,
-            req.name,
-            req.uid
-        ));
+        args.push(format!("--event-object={}", object_ref(req)));
         args.push(format!("--job-name={job_name}"));
     }
     args
+}
+
+/// The object as the runner names it: `<apiVersion>/<kind>/<namespace>/<name>/<uid>`.
+fn object_ref(req: &JobRequest<'_>) -> String {
+    format!(
+        "{}/{}/{}/{}/{}",
+        api::API_VERSION,
+        req.kind.kind(),
+        req.namespace,
+        req.name,
+        req.uid
+    )
 }
 
 /// The fixed environment, then `spec.jobs.env` without its `TF_*`/`KUBE_*` entries (whose names

@@ -287,8 +287,7 @@ async fn a_plan_is_stored_as_text_without_its_sensitive_values_until_applied() {
     let plan = tc["status"]["plan"].clone();
     assert_eq!(plan["textSecret"], "captf-plan-c-reviewed", "{tc:#}");
 
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
-    let stored = secrets.get("captf-plan-c-reviewed").await.unwrap();
+    let (stored, text) = plan_text(&client, &ns, "captf-plan-c-reviewed").await;
     let owner = &stored.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(owner.kind, "TerraformCluster");
     assert_eq!(Some(owner.uid.as_str()), tc["metadata"]["uid"].as_str());
@@ -296,7 +295,6 @@ async fn a_plan_is_stored_as_text_without_its_sensitive_values_until_applied() {
         stored.metadata.annotations.as_ref().unwrap()["captf.io/plan-hash"],
         plan["planHash"].as_str().unwrap()
     );
-    let text = String::from_utf8(stored.data.as_ref().unwrap()["plan.txt"].0.clone()).unwrap();
     for entry in plan["resources"].as_array().unwrap() {
         let address = entry.as_str().unwrap().split(" (").next().unwrap();
         assert!(text.contains(address), "{address} missing from:\n{text}");
@@ -320,6 +318,7 @@ async fn a_plan_is_stored_as_text_without_its_sensitive_values_until_applied() {
 
     approve(&client, &ns, "reviewed", &plan["planHash"]).await;
     reason(&client, &ns, "reviewed", "ApplySucceeded").await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
     eventually(LONG, "the consumed plan's text deleted", || async {
         let gone = secrets
             .get_opt("captf-plan-c-reviewed")
@@ -335,6 +334,18 @@ async fn a_plan_is_stored_as_text_without_its_sensitive_values_until_applied() {
     })
     .await;
     assert!(!tc.to_string().contains(planted));
+}
+
+/// The plan-text Secret `name` and its `plan.txt`.
+async fn plan_text(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> (k8s_openapi::api::core::v1::Secret, String) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    let stored = secrets.get(name).await.unwrap();
+    let text = String::from_utf8(stored.data.as_ref().unwrap()["plan.txt"].0.clone()).unwrap();
+    (stored, text)
 }
 
 /// Approves the plan `plan_hash` of the TerraformCluster `name` (`captf.io/approve-plan`).
@@ -392,14 +403,12 @@ async fn an_approved_plan_that_changed_before_its_apply_is_plan_changed() {
     let resources = tc["status"]["plan"]["resources"].to_string();
     assert!(resources.contains("knob_number"), "{tc:#}");
     // The new plan's text replaced the approved one's, for the next review.
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
-    let stored = secrets.get("captf-plan-c-moving").await.unwrap();
+    let (stored, text) = plan_text(&client, &ns, "captf-plan-c-moving").await;
     assert_eq!(tc["status"]["plan"]["textSecret"], "captf-plan-c-moving");
     assert_eq!(
         stored.metadata.annotations.as_ref().unwrap()["captf.io/plan-hash"],
         tc["status"]["plan"]["planHash"].as_str().unwrap()
     );
-    let text = String::from_utf8(stored.data.as_ref().unwrap()["plan.txt"].0.clone()).unwrap();
     assert!(text.contains("knob_number"), "{text}");
     let state = state_document(&client, &ns, contract::names::ObjectKind::Cluster, "moving").await;
     let applied = state["resources"]

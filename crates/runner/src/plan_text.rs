@@ -6,7 +6,6 @@
 //! being consumed.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use api::constants::{annotations, labels};
 use k8s_openapi::ByteString;
@@ -68,8 +67,7 @@ pub fn secret(target: &Target, plan_hash: &str, inputs_hash: &str, text: &str) -
 
 /// Creates the Secret, or replaces the one an earlier plan left (the runner's role may create,
 /// get and update Secrets, not patch them).
-pub async fn store(kubeconfig: Option<PathBuf>, want: Secret) -> Result<(), String> {
-    let client = crate::events::client(kubeconfig).await?;
+pub async fn store(client: kube::Client, want: Secret) -> Result<(), String> {
     let ns = want.metadata.namespace.clone().unwrap_or_default();
     let name = want.metadata.name.clone().unwrap_or_default();
     let api: Api<Secret> = Api::namespaced(client, &ns);
@@ -96,8 +94,7 @@ pub async fn store(kubeconfig: Option<PathBuf>, want: Secret) -> Result<(), Stri
 }
 
 /// Deletes the Secret; one that is gone already is fine.
-pub async fn delete(kubeconfig: Option<PathBuf>, target: &Target) -> Result<(), String> {
-    let client = crate::events::client(kubeconfig).await?;
+pub async fn delete(client: kube::Client, target: &Target) -> Result<(), String> {
     let api: Api<Secret> = Api::namespaced(client, &target.owner.namespace);
     match api.delete(&target.secret, &DeleteParams::default()).await {
         Ok(_) => Ok(()),

@@ -117,6 +117,11 @@ struct Runner {
     root: PathBuf,
     settings: Settings,
     redactor: Redactor,
+    /// The identity's credential values alone (what `redactor` starts from): all the plan text
+    /// hides besides what the runtime does.
+    credentials: Redactor,
+    /// The client of the plan-text Secret, made on first use.
+    plan_text_client: Option<kube::Client>,
     /// The plan-text Secret this run stored (`--plan-text-secret`).
     plan_text_stored: Option<String>,
 }
@@ -161,11 +166,14 @@ pub async fn run(args: RunArgs, event_object: Option<EventObject>) -> i32 {
         env: Vec::new(),
         settings,
         redactor: Redactor::default(),
+        credentials: Redactor::default(),
+        plan_text_client: None,
         plan_text_stored: None,
     };
     runner
-        .redactor
+        .credentials
         .add_credential_files(&runner.args.credentials);
+    runner.redactor = runner.credentials.clone();
     let outcome = runner.execute().await;
     runner.finish(outcome, started).await
 }
@@ -538,14 +546,21 @@ impl Runner {
         Ok(analysis)
     }
 
-    /// Where `--plan-text-secret` goes, owned by `--plan-text-owner`.
-    fn plan_text_target(&self) -> Result<plan_text::Target, String> {
+    /// Where `--plan-text-secret` goes, owned by `--plan-text-owner`, and the client to write
+    /// it with (one per run, whether it stores, deletes or both).
+    async fn plan_text_target(&mut self) -> Result<(plan_text::Target, kube::Client), String> {
         let owner = crate::cli::parse_event_object(&self.args.plan_text_owner)
             .map_err(|e| format!("--plan-text-owner: {e}"))?;
-        Ok(plan_text::Target {
+        let client = match &self.plan_text_client {
+            Some(client) => client.clone(),
+            None => crate::events::client(self.args.events_kubeconfig.clone()).await?,
+        };
+        self.plan_text_client = Some(client.clone());
+        let target = plan_text::Target {
             secret: self.args.plan_text_secret.clone(),
             owner,
-        })
+        };
+        Ok((target, client))
     }
 
     /// Stores the text `show -no-color` printed (capped, credential values redacted) for the
@@ -567,18 +582,14 @@ impl Runner {
                 ),
             )
         };
-        let target = self.plan_text_target().map_err(&fail)?;
+        let (target, client) = self.plan_text_target().await.map_err(&fail)?;
         let text = String::from_utf8_lossy(&f.stdout);
         // Only the identity's credential values: the runtime already shows sensitive values as
         // `(sensitive value)`, and the module's other inputs are what a reviewer must see.
-        let mut credentials = Redactor::default();
-        credentials.add_credential_files(&self.args.credentials);
-        let text = contract::plan::plan_text(&credentials.redact(&text));
+        let text = contract::plan::plan_text(&self.credentials.redact(&text));
         let hash = analysis.map_or("", |a| a.hash.as_str());
         let want = plan_text::secret(&target, hash, &self.args.inputs_hash, &text);
-        plan_text::store(self.args.events_kubeconfig.clone(), want)
-            .await
-            .map_err(&fail)?;
+        plan_text::store(client, want).await.map_err(&fail)?;
         info!(secret = %target.secret, bytes = text.len(), "the plan's text is stored");
         self.plan_text_stored = Some(target.secret);
         Ok(())
@@ -587,25 +598,23 @@ impl Runner {
     /// After the run: a succeeded apply consumed the plan, and a plan without changes has no
     /// text, so an earlier plan's text is deleted; a failure to delete is only logged.
     async fn settle_plan_text(&mut self, succeeded: bool) {
-        if let (Some(plan), Some(name)) = (self.doc.plan.as_mut(), &self.plan_text_stored) {
-            plan.text_secret = Some(name.clone());
-        }
-        let consumed = self.op() == Op::Apply || self.plan_text_stored.is_none();
-        if self.args.plan_text_secret.is_empty() || !succeeded || !consumed {
+        let consumed = succeeded && (self.op() == Op::Apply || self.plan_text_stored.is_none());
+        if !consumed {
+            if let (Some(plan), Some(name)) = (self.doc.plan.as_mut(), &self.plan_text_stored) {
+                plan.text_secret = Some(name.clone());
+            }
             return;
         }
-        let deleted = match self.plan_text_target() {
-            Ok(target) => plan_text::delete(self.args.events_kubeconfig.clone(), &target).await,
+        if self.args.plan_text_secret.is_empty() {
+            return;
+        }
+        let deleted = match self.plan_text_target().await {
+            Ok((target, client)) => plan_text::delete(client, &target).await,
             Err(e) => Err(e),
         };
         match deleted {
             Ok(()) => info!(secret = %self.args.plan_text_secret, "the plan's text is deleted"),
             Err(e) => warn!(error = %e, "the plan's text could not be deleted"),
-        }
-        if self.op() == Op::Apply
-            && let Some(plan) = self.doc.plan.as_mut()
-        {
-            plan.text_secret = None;
         }
     }
 

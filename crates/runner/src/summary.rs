@@ -31,7 +31,7 @@ pub fn summarize(step: &str, code: i32, lines: &[String], redactor: &Redactor) -
 pub use contract::result::cap;
 
 /// Replaces the run's tfvars string values in text that leaves the runner.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Redactor {
     values: Vec<String>,
 }

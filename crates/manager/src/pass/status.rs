@@ -266,6 +266,8 @@ pub mod bounds {
     pub const PLAN_RESOURCES: (usize, usize) = (50, 600);
     /// `plan.planHash`.
     pub const PLAN_HASH: usize = 128;
+    /// `status.plan.textSecret` (a Secret name).
+    pub const TEXT_SECRET: usize = 253;
     /// `source.runtimeVersion`.
     pub const RUNTIME_VERSION: usize = 64;
     /// `stateBackups`: items.
@@ -390,7 +392,7 @@ pub fn plan_preview(record: &JobRecord, plan: &PlanDoc) -> Option<PlanPreview> {
         text_secret: plan
             .text_secret
             .clone()
-            .filter(|s| !s.is_empty() && s.len() <= 253),
+            .filter(|s| !s.is_empty() && s.len() <= bounds::TEXT_SECRET),
     })
 }
 
