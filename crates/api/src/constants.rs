@@ -288,11 +288,14 @@ pub mod reasons {
     pub const IDENTITY_NOT_FOUND: &str = "IdentityNotFound";
     pub const NAMESPACE_NOT_ALLOWED: &str = "NamespaceNotAllowed";
     pub const IDENTITY_CHECK_FAILED: &str = "IdentityCheckFailed";
+    pub const SERVICE_ACCOUNT_CONFLICT: &str = "ServiceAccountConflict";
 
     // CredentialsMirrored
     pub const MIRRORED: &str = "Mirrored";
     pub const MIRROR_FAILED: &str = "MirrorFailed";
     pub const MIRROR_PENDING: &str = "MirrorPending";
+    /// Also the identity's own `Ready` reason when it is keyless.
+    pub const WORKLOAD_IDENTITY: &str = "WorkloadIdentity";
 
     // RunnerRBACReady
     pub const RBAC_READY: &str = "RBACReady";

@@ -23,3 +23,4 @@ pub mod result;
 pub mod schedule;
 pub mod state;
 pub mod variables;
+pub mod web_identity;

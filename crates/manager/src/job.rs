@@ -18,6 +18,7 @@ use contract::hcl::hcl_string;
 use std::collections::BTreeMap;
 
 use api::constants::{annotations, labels};
+use api::identity::WorkloadIdentity;
 use api::shared::{JobPolicy, PullPolicy};
 use contract::names::{self, JobNameParts, ObjectKind, Operation};
 use contract::render::{MAIN_TF_JSON, TFVARS_JSON};
@@ -26,7 +27,8 @@ use k8s_openapi::api::core::v1::{
     Capabilities, Container, EmptyDirVolumeSource, EnvFromSource, EnvVar, KeyToPath,
     LocalObjectReference, PodSecurityContext, PodSpec, PodTemplateSpec, ProjectedVolumeSource,
     ResourceRequirements, SeccompProfile, Secret, SecretEnvSource, SecretProjection,
-    SecretVolumeSource, SecurityContext, Volume, VolumeMount, VolumeProjection,
+    SecretVolumeSource, SecurityContext, ServiceAccountTokenProjection, Volume, VolumeMount,
+    VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -76,6 +78,12 @@ const VOLUME_WORK: &str = "work";
 const VOLUME_TMP: &str = "tmp";
 const VOLUME_CONFIG: &str = "config";
 const VOLUME_CREDS: &str = "creds";
+const VOLUME_IDENTITY: &str = "identity";
+
+/// Where a keyless identity's projected ServiceAccount token is mounted (its file is `token`).
+pub const TOKEN_DIR: &str = "/var/run/captf/identity";
+/// The projected token's file name under [`TOKEN_DIR`].
+pub const TOKEN_FILE_NAME: &str = "token";
 
 pub use crate::pass::observed::RestoreBackup;
 
@@ -110,8 +118,16 @@ pub struct JobRequest<'a> {
     pub pull_policy: Option<PullPolicy>,
     /// The object's Job policy, already merged over its cluster's `spec.defaults.jobs`.
     pub policy: &'a JobPolicy,
-    /// The resolved TerraformClusterIdentity; its mirror `captf-creds-<identity>` is mounted.
+    /// The resolved TerraformClusterIdentity; its mirror `captf-creds-<identity>` is mounted
+    /// unless it is keyless.
     pub identity: &'a str,
+    /// The ServiceAccount the pod runs as (`spec.jobs.serviceAccountName`, else a keyless
+    /// identity's, else `captf-runner`).
+    pub service_account: &'a str,
+    /// A keyless identity: a projected token for its audience at
+    /// `/var/run/captf/identity/token` instead of the mirror, and its cloud fields as runner
+    /// flags.
+    pub keyless: Option<&'a WorkloadIdentity>,
     /// The runner image (`--runner-image`), run by the init container.
     pub runner_image: &'a str,
     /// The backend's `secret_suffix` ([`names::state_suffix`]).
@@ -198,13 +214,16 @@ pub fn build_job(req: &JobRequest<'_>) -> BuiltJob {
         command: Some(vec![RUNNER_BIN.to_owned()]),
         args: Some(main_args(req, &name)),
         env: Some(env),
-        env_from: Some(vec![EnvFromSource {
-            secret_ref: Some(SecretEnvSource {
-                name: names::credential_mirror_secret_name(req.identity),
-                ..SecretEnvSource::default()
-            }),
-            ..EnvFromSource::default()
-        }]),
+        // A keyless identity has no mirror: its token is a file, its cloud fields runner flags.
+        env_from: req.keyless.is_none().then(|| {
+            vec![EnvFromSource {
+                secret_ref: Some(SecretEnvSource {
+                    name: names::credential_mirror_secret_name(req.identity),
+                    ..SecretEnvSource::default()
+                }),
+                ..EnvFromSource::default()
+            }]
+        }),
         resources: Some(main_resources(policy.resources.as_ref())),
         security_context: Some(main_security_context(policy.security_context.as_ref())),
         termination_message_policy: Some("File".to_owned()),
@@ -213,7 +232,10 @@ pub fn build_job(req: &JobRequest<'_>) -> BuiltJob {
             mount(VOLUME_WORK, WORK_DIR, false),
             mount(VOLUME_TMP, TMP_DIR, false),
             mount(VOLUME_CONFIG, CONFIG_DIR, true),
-            mount(VOLUME_CREDS, CREDENTIALS_DIR, true),
+            match req.keyless {
+                None => mount(VOLUME_CREDS, CREDENTIALS_DIR, true),
+                Some(_) => mount(VOLUME_IDENTITY, TOKEN_DIR, true),
+            },
         ]),
         ..Container::default()
     };
@@ -249,7 +271,7 @@ pub fn build_job(req: &JobRequest<'_>) -> BuiltJob {
     let pod = PodSpec {
         restart_policy: Some("Never".to_owned()),
         termination_grace_period_seconds: Some(TERMINATION_GRACE_PERIOD_SECONDS),
-        service_account_name: Some(policy.service_account_name_or_default().to_owned()),
+        service_account_name: Some(req.service_account.to_owned()),
         image_pull_secrets: (!image_pull_secrets.is_empty()).then_some(image_pull_secrets),
         security_context: Some(pod_security_context(policy.pod_security_context.as_ref())),
         init_containers: Some(vec![init]),
@@ -494,9 +516,42 @@ fn main_args(req: &JobRequest<'_>, job_name: &str) -> Vec<String> {
         args.push(format!("--restore-chunks={}", restore.chunks));
         args.push(format!("--restore-resources={}", restore.resources));
     }
+    if let Some(keyless) = req.keyless {
+        args.extend(keyless_args(keyless));
+    }
     if req.runner_events {
         args.push(format!("--event-object={}", object_ref(req)));
         args.push(format!("--job-name={job_name}"));
+    }
+    args
+}
+
+/// The runner flags of a keyless identity: the token file, then each cloud's fields that are
+/// set (Identities and Credentials, "Keyless identity").
+fn keyless_args(keyless: &WorkloadIdentity) -> Vec<String> {
+    let mut args = vec![format!(
+        "--web-identity-token={TOKEN_DIR}/{TOKEN_FILE_NAME}"
+    )];
+    let mut flag = |name: &str, value: Option<&str>| {
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            args.push(format!("--{name}={v}"));
+        }
+    };
+    if let Some(aws) = &keyless.aws {
+        flag("aws-role-arn", Some(&aws.role_arn));
+        flag("aws-role-session-name", aws.role_session_name.as_deref());
+    }
+    if let Some(azure) = &keyless.azure {
+        flag("azure-client-id", Some(&azure.client_id));
+        flag("azure-tenant-id", Some(&azure.tenant_id));
+        flag("azure-authority-host", azure.authority_host.as_deref());
+    }
+    if let Some(gcp) = &keyless.gcp {
+        flag(
+            "gcp-workload-identity-provider",
+            Some(&gcp.workload_identity_provider),
+        );
+        flag("gcp-service-account", gcp.service_account_email.as_deref());
     }
     args
 }
@@ -626,7 +681,15 @@ fn volumes(req: &JobRequest<'_>, job_name: &str) -> Vec<Volume> {
         empty_dir(VOLUME_WORK),
         empty_dir(VOLUME_TMP),
         config,
-        Volume {
+        credentials_volume(req),
+    ]
+}
+
+/// The identity's credential mirror as files, or a keyless identity's projected ServiceAccount
+/// token for its audience.
+fn credentials_volume(req: &JobRequest<'_>) -> Volume {
+    match req.keyless {
+        None => Volume {
             name: VOLUME_CREDS.to_owned(),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(names::credential_mirror_secret_name(req.identity)),
@@ -635,7 +698,22 @@ fn volumes(req: &JobRequest<'_>, job_name: &str) -> Vec<Volume> {
             }),
             ..Volume::default()
         },
-    ]
+        Some(keyless) => Volume {
+            name: VOLUME_IDENTITY.to_owned(),
+            projected: Some(ProjectedVolumeSource {
+                default_mode: Some(SECRET_FILE_MODE),
+                sources: Some(vec![VolumeProjection {
+                    service_account_token: Some(ServiceAccountTokenProjection {
+                        audience: Some(keyless.audience.clone()),
+                        expiration_seconds: Some(keyless.expiration_seconds_or_default()),
+                        path: TOKEN_FILE_NAME.to_owned(),
+                    }),
+                    ..VolumeProjection::default()
+                }]),
+            }),
+            ..Volume::default()
+        },
+    }
 }
 
 fn owner_reference(

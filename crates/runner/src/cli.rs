@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use contract::web_identity::{Aws, Azure, Gcp, WebIdentity};
 
 use crate::duration;
 use crate::result::{ErrorDoc, ErrorKind, ImageInfo, ResultDocument, RuntimeInfo};
@@ -216,6 +217,31 @@ pub struct RunArgs {
     /// The object the plan-text Secret belongs to: <apiVersion>/<kind>/<namespace>/<name>/<uid>.
     #[arg(long, default_value = "")]
     pub plan_text_owner: String,
+    /// Keyless identity: the projected ServiceAccount token file; the cloud flags below need it.
+    /// Its content is redacted like a credential's.
+    #[arg(long, default_value = "")]
+    pub web_identity_token: String,
+    /// Keyless identity, AWS: the role to assume (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE).
+    #[arg(long, default_value = "")]
+    pub aws_role_arn: String,
+    /// Keyless identity, AWS: the session name (AWS_ROLE_SESSION_NAME).
+    #[arg(long, default_value = "")]
+    pub aws_role_session_name: String,
+    /// Keyless identity, Azure: the application (client) ID; needs --azure-tenant-id.
+    #[arg(long, default_value = "")]
+    pub azure_client_id: String,
+    /// Keyless identity, Azure: the directory (tenant) ID; needs --azure-client-id.
+    #[arg(long, default_value = "")]
+    pub azure_tenant_id: String,
+    /// Keyless identity, Azure: the Microsoft Entra authority (AZURE_AUTHORITY_HOST).
+    #[arg(long, default_value = "")]
+    pub azure_authority_host: String,
+    /// Keyless identity, Google Cloud: the workload identity pool provider's resource name.
+    #[arg(long, default_value = "")]
+    pub gcp_workload_identity_provider: String,
+    /// Keyless identity, Google Cloud: a service account to impersonate after the exchange.
+    #[arg(long, default_value = "")]
+    pub gcp_service_account: String,
     /// Restore: the number of backup chunks under <config>/restore.
     #[arg(long, default_value_t = 0)]
     pub restore_chunks: u32,
@@ -248,6 +274,68 @@ impl RunArgs {
         } else {
             self.bin.clone()
         }
+    }
+
+    /// The keyless identity the flags describe, `None` without `--web-identity-token`. An error
+    /// names the flag that breaks a rule: a cloud flag needs `--web-identity-token`;
+    /// `--azure-client-id` and `--azure-tenant-id` go together; `--aws-role-session-name`,
+    /// `--azure-authority-host` and `--gcp-service-account` need their cloud's main flag.
+    pub fn web_identity(&self) -> Result<Option<WebIdentity>, String> {
+        let given = |v: &str| !v.is_empty();
+        let needs = |flag: &str, other: &str| format!("--{flag} needs --{other}");
+        let cloud_flags = [
+            ("aws-role-arn", &self.aws_role_arn),
+            ("aws-role-session-name", &self.aws_role_session_name),
+            ("azure-client-id", &self.azure_client_id),
+            ("azure-tenant-id", &self.azure_tenant_id),
+            ("azure-authority-host", &self.azure_authority_host),
+            (
+                "gcp-workload-identity-provider",
+                &self.gcp_workload_identity_provider,
+            ),
+            ("gcp-service-account", &self.gcp_service_account),
+        ];
+        if !given(&self.web_identity_token) {
+            return match cloud_flags.iter().find(|(_, value)| given(value)) {
+                Some((flag, _)) => Err(needs(flag, "web-identity-token")),
+                None => Ok(None),
+            };
+        }
+        if given(&self.aws_role_session_name) && !given(&self.aws_role_arn) {
+            return Err(needs("aws-role-session-name", "aws-role-arn"));
+        }
+        if given(&self.azure_client_id) != given(&self.azure_tenant_id) {
+            return Err(
+                "--azure-client-id and --azure-tenant-id go together: set both or neither"
+                    .to_owned(),
+            );
+        }
+        if given(&self.azure_authority_host) && !given(&self.azure_client_id) {
+            return Err(needs("azure-authority-host", "azure-client-id"));
+        }
+        if given(&self.gcp_service_account) && !given(&self.gcp_workload_identity_provider) {
+            return Err(needs(
+                "gcp-service-account",
+                "gcp-workload-identity-provider",
+            ));
+        }
+        let optional = |v: &str| Some(v.to_owned()).filter(|v| given(v));
+        Ok(Some(WebIdentity {
+            token_file: self.web_identity_token.clone(),
+            aws: given(&self.aws_role_arn).then(|| Aws {
+                role_arn: self.aws_role_arn.clone(),
+                role_session_name: optional(&self.aws_role_session_name),
+            }),
+            azure: given(&self.azure_client_id).then(|| Azure {
+                client_id: self.azure_client_id.clone(),
+                tenant_id: self.azure_tenant_id.clone(),
+                authority_host: optional(&self.azure_authority_host),
+            }),
+            gcp: given(&self.gcp_workload_identity_provider).then(|| Gcp {
+                workload_identity_provider: self.gcp_workload_identity_provider.clone(),
+                service_account_email: optional(&self.gcp_service_account),
+            }),
+        }))
     }
 
     /// The event object, when one was given (an empty flag value means none).
@@ -297,6 +385,12 @@ pub fn main() -> i32 {
                     return EXIT_USAGE;
                 }
             };
+            if let Err(msg) = args.web_identity() {
+                let reason = format!("invalid keyless-identity flags: {msg}");
+                eprintln!("error: {reason}");
+                startup_failure(&args, &reason);
+                return EXIT_USAGE;
+            }
             // One TLS crypto provider (ring); the event client gets explicit roots.
             let _ = rustls::crypto::ring::default_provider().install_default();
             match tokio::runtime::Builder::new_multi_thread()
@@ -376,6 +470,86 @@ mod tests {
         assert!(!run.guard_deletes);
         assert_eq!(run.restore_chunks, 0);
         assert_eq!(run.event_object(), Ok(None));
+    }
+
+    #[test]
+    fn keyless_identity_flags_are_parsed_and_checked() {
+        assert_eq!(run_args(&["run", "--op=apply"]).web_identity(), Ok(None));
+        let token = "--web-identity-token=/var/run/captf/identity/token";
+        let only_token = run_args(&["run", "--op=apply", token]).web_identity();
+        assert_eq!(
+            only_token,
+            Ok(Some(WebIdentity {
+                token_file: "/var/run/captf/identity/token".into(),
+                ..WebIdentity::default()
+            }))
+        );
+        let every = run_args(&[
+            "run",
+            "--op=apply",
+            token,
+            "--aws-role-arn=arn:aws:iam::123456789012:role/captf",
+            "--azure-client-id=c",
+            "--azure-tenant-id=t",
+            "--gcp-workload-identity-provider=projects/1/locations/global/workloadIdentityPools/p/providers/k",
+            "--gcp-service-account=sa@p.iam.gserviceaccount.com",
+        ])
+        .web_identity()
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            every.aws,
+            Some(Aws {
+                role_arn: "arn:aws:iam::123456789012:role/captf".into(),
+                role_session_name: None,
+            })
+        );
+        assert_eq!(
+            every.azure.as_ref().map(|a| a.tenant_id.as_str()),
+            Some("t")
+        );
+        assert_eq!(
+            every.gcp.and_then(|g| g.service_account_email),
+            Some("sa@p.iam.gserviceaccount.com".into())
+        );
+        for (flags, error) in [
+            (
+                vec!["--aws-role-arn=arn:aws:iam::123456789012:role/captf"],
+                "--aws-role-arn needs --web-identity-token",
+            ),
+            (
+                vec!["--azure-client-id=c", "--azure-tenant-id=t"],
+                "--azure-client-id needs --web-identity-token",
+            ),
+            (
+                vec!["--gcp-service-account=sa@p"],
+                "--gcp-service-account needs --web-identity-token",
+            ),
+            (
+                vec![token, "--aws-role-session-name=s"],
+                "--aws-role-session-name needs --aws-role-arn",
+            ),
+            (
+                vec![token, "--azure-client-id=c"],
+                "--azure-client-id and --azure-tenant-id go together: set both or neither",
+            ),
+            (
+                vec![token, "--azure-tenant-id=t"],
+                "--azure-client-id and --azure-tenant-id go together: set both or neither",
+            ),
+            (
+                vec![token, "--azure-authority-host=https://login.example/"],
+                "--azure-authority-host needs --azure-client-id",
+            ),
+            (
+                vec![token, "--gcp-service-account=sa@p"],
+                "--gcp-service-account needs --gcp-workload-identity-provider",
+            ),
+        ] {
+            let mut args = vec!["run", "--op=apply"];
+            args.extend(flags);
+            assert_eq!(run_args(&args).web_identity(), Err(error.to_owned()));
+        }
     }
 
     #[test]

@@ -75,6 +75,18 @@ where
     }
 }
 
+/// Sets a keyless identity's variables (`contract::web_identity`) in the runtime's environment:
+/// the identity's values win over the same names from the container. Returns the names set.
+pub fn apply_web_identity(
+    vars: &mut BTreeMap<OsString, OsString>,
+    exported: &[(String, String)],
+) -> Vec<String> {
+    for (name, value) in exported {
+        vars.insert(name.into(), value.into());
+    }
+    exported.iter().map(|(name, _)| name.clone()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,5 +230,37 @@ mod tests {
         let weird = OsString::from_vec(b"TF_\xff".to_vec());
         let r = rewrite(vec![(weird, OsString::from("v"))], Path::new("/w"), None);
         assert_eq!(r.dropped.len(), 1);
+    }
+
+    #[test]
+    fn a_keyless_identity_wins_over_the_container_environment() {
+        let container = env(&[
+            ("AWS_ROLE_ARN", "arn:aws:iam::000000000000:role/from-env"),
+            ("AWS_REGION", "eu-west-1"),
+        ]);
+        let mut r = rewrite(container, Path::new("/captf/work"), None);
+        let names = apply_web_identity(
+            &mut r.vars,
+            &[
+                (
+                    "AWS_ROLE_ARN".to_owned(),
+                    "arn:aws:iam::123456789012:role/captf".to_owned(),
+                ),
+                (
+                    "AWS_WEB_IDENTITY_TOKEN_FILE".to_owned(),
+                    "/var/run/captf/identity/token".to_owned(),
+                ),
+            ],
+        );
+        assert_eq!(names, ["AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"]);
+        assert_eq!(
+            get(&r, "AWS_ROLE_ARN"),
+            Some("arn:aws:iam::123456789012:role/captf")
+        );
+        assert_eq!(
+            get(&r, "AWS_WEB_IDENTITY_TOKEN_FILE"),
+            Some("/var/run/captf/identity/token")
+        );
+        assert_eq!(get(&r, "AWS_REGION"), Some("eu-west-1"));
     }
 }

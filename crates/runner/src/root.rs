@@ -64,7 +64,8 @@ fn read(path: &Path) -> Result<Vec<u8>, PrepareError> {
     })
 }
 
-fn write_private(path: &Path, data: &[u8]) -> Result<(), PrepareError> {
+/// Writes `data` to `path`, mode 0600 (an existing file gets that mode too).
+pub fn write_private(path: &Path, data: &[u8]) -> Result<(), PrepareError> {
     let err = |e: std::io::Error| PrepareError::Write {
         path: path.display().to_string(),
         reason: e.to_string(),
@@ -75,6 +76,9 @@ fn write_private(path: &Path, data: &[u8]) -> Result<(), PrepareError> {
         .truncate(true)
         .mode(0o600)
         .open(path)
+        .map_err(err)?;
+    // An existing file keeps its mode on open; set it.
+    f.set_permissions(fs::Permissions::from_mode(0o600))
         .map_err(err)?;
     f.write_all(data).map_err(err)?;
     Ok(())

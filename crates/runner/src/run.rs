@@ -6,12 +6,14 @@
 //! The destructive-plan guard and the approved-plan check sit between `show -json` and the apply
 //! (see [`decide`]).
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use api::constants::events::runner as reasons;
 use contract::plan::{PlanAnalysis, analyze_plan, plan_hash};
+use contract::web_identity::{GCP_CREDENTIALS_FILE, WebIdentity};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
@@ -173,9 +175,53 @@ pub async fn run(args: RunArgs, event_object: Option<EventObject>) -> i32 {
     runner
         .credentials
         .add_credential_files(&runner.args.credentials);
+    // A keyless identity's token is a credential too.
+    add_token(&mut runner.credentials, &runner.args.web_identity_token);
     runner.redactor = runner.credentials.clone();
     let outcome = runner.execute().await;
     runner.finish(outcome, started).await
+}
+
+/// A keyless identity (Identities and Credentials, "Keyless identity"): its web-identity variables
+/// into the runtime's environment, over the container's, and Google's credential file into the
+/// work directory. Names are logged, never values.
+fn export_web_identity(
+    identity: &WebIdentity,
+    vars: &mut BTreeMap<OsString, OsString>,
+    workdir: &Path,
+) -> Result<(), root::PrepareError> {
+    if !Path::new(&identity.token_file).is_file() {
+        warn!(path = %identity.token_file, "the keyless identity's token file is missing; the cloud SDKs will report it");
+    }
+    let gcp_path = workdir.join(GCP_CREDENTIALS_FILE);
+    if let Some(config) = identity.gcp_credential_config() {
+        root::write_private(&gcp_path, config.as_bytes())?;
+    }
+    let exported = identity.environment(&gcp_path.display().to_string());
+    let names = env::apply_web_identity(vars, &exported);
+    info!(names = ?names, "keyless identity: exported web-identity variables");
+    Ok(())
+}
+
+/// Also redacts the content of a keyless identity's token file (`--web-identity-token`), read as
+/// a credential file is. An empty flag, or a missing or unreadable file, adds nothing: prepare
+/// warns about a missing one, and the cloud SDK reports it.
+fn add_token(redactor: &mut Redactor, token_file: &str) {
+    if token_file.is_empty() {
+        return;
+    }
+    let Ok(file) = std::fs::File::open(token_file) else {
+        return;
+    };
+    let mut bytes = Vec::new();
+    let limited = &mut std::io::Read::take(file, summary::MAX_CREDENTIAL_FILE_BYTES);
+    if std::io::Read::read_to_end(limited, &mut bytes).is_err() {
+        return;
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    // The redactor takes values as the strings of a JSON document.
+    let values = serde_json::json!([text, text.trim()]);
+    redactor.add_tfvars(values.to_string().as_bytes());
 }
 
 /// Sets the returned flag on SIGTERM or SIGINT.
@@ -236,7 +282,16 @@ impl Runner {
                 )
             })?;
         self.doc.image.providers_mirror = mirror;
-        self.prepare(mirror).map_err(|e| {
+        // Checked before the run starts too (cli::main); a bad pairing is the same failure.
+        let identity = self.args.web_identity().map_err(|msg| {
+            error!(error = %msg, "invalid keyless-identity flags");
+            Failure::new(
+                ErrorKind::Step,
+                Some("prepare"),
+                summary::cap(&format!("invalid keyless-identity flags: {msg}"), 512),
+            )
+        })?;
+        self.prepare(mirror, identity.as_ref()).map_err(|e| {
             error!(error = %e, "cannot prepare the generated root");
             Failure::new(
                 ErrorKind::Step,
@@ -270,7 +325,11 @@ impl Runner {
         self.steps().await
     }
 
-    fn prepare(&mut self, mirror: bool) -> Result<(), root::PrepareError> {
+    fn prepare(
+        &mut self,
+        mirror: bool,
+        identity: Option<&WebIdentity>,
+    ) -> Result<(), root::PrepareError> {
         let workdir = self.args.workdir.clone();
         let cli_config = mirror.then(|| env::cli_config_path(&workdir));
         let rewritten = env::rewrite(std::env::vars_os(), &workdir, cli_config.as_deref());
@@ -304,7 +363,11 @@ impl Runner {
             }
             self.redactor.add_tfvars(&written.tfvars);
         }
-        self.env = rewritten.vars.into_iter().collect();
+        let mut vars = rewritten.vars;
+        if let Some(identity) = identity {
+            export_web_identity(identity, &mut vars, &workdir)?;
+        }
+        self.env = vars.into_iter().collect();
         info!(root = %self.root.display(), "generated root ready");
         Ok(())
     }
@@ -886,5 +949,68 @@ mod tests {
             empty_plan().hash,
             "p1:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
+    }
+
+    #[test]
+    fn a_keyless_identity_token_is_redacted_like_a_credential() {
+        let dir = tempfile::tempdir().expect("dir");
+        let token = dir.path().join("token");
+        std::fs::write(&token, "eyJhbGciOiJSUzI1NiJ9.payload.signature\n").expect("token");
+        let mut redactor = Redactor::default();
+        add_token(&mut redactor, &token.display().to_string());
+        assert_eq!(
+            redactor.redact("Error: bad token eyJhbGciOiJSUzI1NiJ9.payload.signature here"),
+            "Error: bad token <redacted> here"
+        );
+        // No flag, or no file yet: nothing to redact, no error.
+        let mut empty = Redactor::default();
+        add_token(&mut empty, "");
+        add_token(
+            &mut empty,
+            &dir.path().join("missing").display().to_string(),
+        );
+        assert_eq!(empty.redact("eyJhbGciOiJSUzI1NiJ9"), "eyJhbGciOiJSUzI1NiJ9");
+    }
+
+    #[test]
+    fn a_keyless_identity_exports_its_variables_and_writes_the_google_file_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let identity = WebIdentity {
+            token_file: contract::web_identity::TOKEN_FILE.into(),
+            gcp: Some(contract::web_identity::Gcp {
+                workload_identity_provider:
+                    "projects/42/locations/global/workloadIdentityPools/pool/providers/k8s".into(),
+                service_account_email: None,
+            }),
+            ..WebIdentity::default()
+        };
+        let mut vars = BTreeMap::from([(
+            OsString::from("GOOGLE_APPLICATION_CREDENTIALS"),
+            OsString::from("/from/the/container.json"),
+        )]);
+        export_web_identity(&identity, &mut vars, dir.path()).expect("exported");
+        let path = dir.path().join(GCP_CREDENTIALS_FILE);
+        assert_eq!(
+            vars.get(&OsString::from("GOOGLE_APPLICATION_CREDENTIALS")),
+            Some(&path.clone().into_os_string())
+        );
+        let written = std::fs::read_to_string(&path).expect("written");
+        assert_eq!(Some(written), identity.gcp_credential_config());
+        let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_keyless_identity_without_google_writes_no_file() {
+        let dir = tempfile::tempdir().expect("dir");
+        let identity = WebIdentity {
+            token_file: contract::web_identity::TOKEN_FILE.into(),
+            ..WebIdentity::default()
+        };
+        let mut vars = BTreeMap::new();
+        export_web_identity(&identity, &mut vars, dir.path()).expect("exported");
+        assert!(vars.is_empty());
+        assert!(!dir.path().join(GCP_CREDENTIALS_FILE).exists());
     }
 }

@@ -16,6 +16,9 @@ use crate::rules::identity::Inventory;
 pub struct World {
     /// `(user, namespace, name)` triples allowed to `get` a Secret.
     pub secret_readers: BTreeSet<(String, String, String)>,
+    /// `(user, namespace, ServiceAccount)` triples allowed to create tokens (`""` namespace:
+    /// every namespace, which also allows each one).
+    pub token_creators: BTreeSet<(String, String, String)>,
     /// Machines.
     pub machines: Vec<Machine>,
     /// Clusters.
@@ -77,6 +80,21 @@ impl Lookups for StaticLookups {
         );
         self.read("creating a SubjectAccessReview", |w| {
             w.secret_readers.contains(&key)
+        })
+    }
+
+    async fn may_create_token(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, LookupError> {
+        let user = user.username.clone().unwrap_or_default();
+        self.read("creating a SubjectAccessReview", |w| {
+            [namespace, ""].iter().any(|ns| {
+                w.token_creators
+                    .contains(&(user.clone(), (*ns).to_owned(), name.to_owned()))
+            })
         })
     }
 

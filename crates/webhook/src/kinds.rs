@@ -512,8 +512,9 @@ impl Validate for TerraformClusterIdentity {
         ) {
             identity::check_allowed_namespaces(&new.spec, &mut out);
         }
-        if old.is_none_or(|o| identity::secret_ref_changed(&new.spec, &o.spec)) {
-            let r = &new.spec.secret_ref;
+        if let Some(r) = &new.spec.secret_ref
+            && old.is_none_or(|o| identity::secret_ref_changed(&new.spec, &o.spec))
+        {
             match lookups
                 .may_get_secret(req.user, &r.namespace, &r.name)
                 .await
@@ -524,6 +525,25 @@ impl Validate for TerraformClusterIdentity {
                     r,
                 )),
                 Err(e) => out.push(lookup_failed("access to spec.secretRef", &e)),
+            }
+        }
+        if let Some(keyless) = &new.spec.workload_identity
+            && old.is_none_or(|o| identity::token_scope_changed(&new.spec, &o.spec))
+        {
+            let account = &keyless.service_account_name;
+            for ns in identity::token_scopes(&new.spec) {
+                match lookups.may_create_token(req.user, &ns, account).await {
+                    Ok(true) => {}
+                    Ok(false) => out.push(identity::token_access_denied(
+                        req.user.username.as_deref().unwrap_or_default(),
+                        account,
+                        &ns,
+                    )),
+                    Err(e) => {
+                        out.push(lookup_failed("access to spec.workloadIdentity", &e));
+                        break;
+                    }
+                }
             }
         }
         out

@@ -53,6 +53,15 @@ pub trait Lookups: Send + Sync + 'static {
         name: &str,
     ) -> impl Future<Output = Result<bool, LookupError>> + Send;
 
+    /// Whether `user` may `create` `serviceaccounts/token` for the ServiceAccount `name` in
+    /// `namespace` (`""`: in every namespace).
+    fn may_create_token(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<bool, LookupError>> + Send;
+
     /// The Machine `namespace/name`, if it exists.
     fn machine(
         &self,
@@ -166,6 +175,36 @@ fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
+impl KubeLookups {
+    /// A SubjectAccessReview: may `user` `verb` the core-group `(resource, subresource)` named
+    /// `name` in `namespace` (`""`: in every namespace)?
+    async fn may(
+        &self,
+        user: &UserInfo,
+        verb: &str,
+        (resource, subresource): (&str, Option<&str>),
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, LookupError> {
+        let spec = SubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.to_owned()),
+                group: Some(String::new()),
+                version: Some("v1".into()),
+                resource: Some(resource.to_owned()),
+                subresource: subresource.map(str::to_owned),
+                namespace: Some(namespace.to_owned()),
+                name: Some(name.to_owned()),
+                ..ResourceAttributes::default()
+            }),
+            ..review_for(user)
+        };
+        subject_access(&self.client, spec)
+            .await
+            .map_err(|e| LookupError::new("creating a SubjectAccessReview", &e))
+    }
+}
+
 impl Lookups for KubeLookups {
     fn manager_username(&self) -> String {
         self.manager.clone()
@@ -177,21 +216,24 @@ impl Lookups for KubeLookups {
         namespace: &str,
         name: &str,
     ) -> Result<bool, LookupError> {
-        let spec = SubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some("get".into()),
-                group: Some(String::new()),
-                version: Some("v1".into()),
-                resource: Some("secrets".into()),
-                namespace: Some(namespace.to_owned()),
-                name: Some(name.to_owned()),
-                ..ResourceAttributes::default()
-            }),
-            ..review_for(user)
-        };
-        subject_access(&self.client, spec)
+        self.may(user, "get", ("secrets", None), namespace, name)
             .await
-            .map_err(|e| LookupError::new("creating a SubjectAccessReview", &e))
+    }
+
+    async fn may_create_token(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, LookupError> {
+        self.may(
+            user,
+            "create",
+            ("serviceaccounts", Some("token")),
+            namespace,
+            name,
+        )
+        .await
     }
 
     async fn machine(&self, namespace: &str, name: &str) -> Result<Option<Machine>, LookupError> {

@@ -485,6 +485,71 @@ async fn an_identity_needs_a_creator_who_may_read_its_secret() {
 }
 
 #[tokio::test]
+async fn a_keyless_identity_needs_a_creator_who_may_create_its_tokens_where_it_allows() {
+    let l = world();
+    let obj = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "TerraformClusterIdentity",
+        "metadata": {"name": "aws-keyless"},
+        "spec": {
+            "workloadIdentity": {
+                "serviceAccountName": "cloud",
+                "audience": "sts.amazonaws.com",
+                "aws": {"roleARN": "arn:aws:iam::123456789012:role/captf"}
+            },
+            "allowedNamespaces": {"list": ["team-a", "team-b"]}
+        }
+    });
+    let (allowed, message, rules) = create(&l, Kind::ClusterIdentity, &obj).await;
+    assert!(!allowed);
+    assert_eq!(rules, [Rule::TokenAccess, Rule::TokenAccess]);
+    assert!(
+        message.contains(
+            "spec.workloadIdentity.serviceAccountName: alice may not create tokens for ServiceAccount cloud in namespace team-a"
+        ),
+        "{message}"
+    );
+    l.update(|w| {
+        for ns in ["team-a", "team-b"] {
+            w.token_creators
+                .insert(("alice".into(), ns.into(), "cloud".into()));
+        }
+    });
+    assert!(create(&l, Kind::ClusterIdentity, &obj).await.0);
+    // Widening to a selector needs the right in every namespace; other updates are not checked.
+    let widened = with(
+        obj.clone(),
+        "/spec/allowedNamespaces",
+        json!({"selector": {}}),
+    );
+    let (allowed, message, rules) = update(&l, Kind::ClusterIdentity, &widened, &obj).await;
+    assert!(!allowed);
+    assert_eq!(rules, [Rule::TokenAccess]);
+    assert!(message.contains("in every namespace"), "{message}");
+    let audience = with(
+        obj.clone(),
+        "/spec/workloadIdentity/audience",
+        json!("other"),
+    );
+    assert!(update(&l, Kind::ClusterIdentity, &audience, &obj).await.0);
+    l.update(|w| {
+        w.token_creators
+            .insert(("alice".into(), String::new(), "cloud".into()));
+    });
+    assert!(update(&l, Kind::ClusterIdentity, &widened, &obj).await.0);
+    // Another ServiceAccount is checked again.
+    let other = with(
+        widened.clone(),
+        "/spec/workloadIdentity/serviceAccountName",
+        json!("admin"),
+    );
+    assert_eq!(
+        update(&l, Kind::ClusterIdentity, &other, &widened).await.2,
+        [Rule::TokenAccess]
+    );
+}
+
+#[tokio::test]
 async fn an_identity_with_an_empty_allowed_namespaces_object_is_refused() {
     let l = world();
     l.update(|w| {

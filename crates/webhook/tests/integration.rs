@@ -733,55 +733,57 @@ async fn grant_identity_editing(client: &Client, ns: &str, users: &[&str]) -> an
     Ok(())
 }
 
-async fn grant_secret_get(
+/// Grants `who` `verb` on the core-group `resource` named `name` in `ns` (a Role and its
+/// RoleBinding).
+async fn grant(
     client: &Client,
     ns: &str,
-    secret: &str,
+    (verb, resource, name): (&str, &str, &str),
     who: &str,
 ) -> anyhow::Result<()> {
+    let role_name = format!("{verb}-{}-{name}", resource.replace('/', "-"));
     let roles: Api<Role> = Api::namespaced(client.clone(), ns);
     let mut role = Role {
         rules: Some(vec![PolicyRule {
             api_groups: Some(vec![String::new()]),
-            resources: Some(vec!["secrets".into()]),
-            resource_names: Some(vec![secret.into()]),
-            verbs: vec!["get".into()],
+            resources: Some(vec![resource.into()]),
+            resource_names: Some(vec![name.into()]),
+            verbs: vec![verb.into()],
             ..PolicyRule::default()
         }]),
         ..Role::default()
     };
-    role.metadata.name = Some(format!("get-{secret}"));
+    role.metadata.name = Some(role_name.clone());
     roles.create(&PostParams::default(), &role).await?;
     let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
     let mut binding = RoleBinding {
         role_ref: RoleRef {
             api_group: Some("rbac.authorization.k8s.io".into()),
             kind: "Role".into(),
-            name: format!("get-{secret}"),
+            name: role_name.clone(),
         },
         subjects: Some(vec![user(who)]),
         ..RoleBinding::default()
     };
-    binding.metadata.name = Some(format!("get-{secret}-{who}"));
+    binding.metadata.name = Some(format!("{role_name}-{who}"));
     bindings.create(&PostParams::default(), &binding).await?;
     Ok(())
 }
 
-async fn wait_until_allowed(
-    client: &Client,
-    user_name: &str,
-    ns: &str,
-    secret: &str,
-) -> anyhow::Result<()> {
-    // RBAC changes reach the authorizer's cache within moments; wait for it, not a fixed time.
+/// Waits until `check` (a lookup for `user_name`) says yes: RBAC changes reach the authorizer's
+/// cache within moments; wait for it, not a fixed time.
+async fn wait_until_allowed<F, Fut>(user_name: &str, check: F) -> anyhow::Result<()>
+where
+    F: Fn(k8s_openapi::api::authentication::v1::UserInfo) -> Fut,
+    Fut: std::future::Future<Output = Result<bool, webhook::lookups::LookupError>>,
+{
     let info = k8s_openapi::api::authentication::v1::UserInfo {
         username: Some(user_name.into()),
         groups: Some(vec!["system:authenticated".into()]),
         ..Default::default()
     };
-    let lookups = KubeLookups::new(client.clone());
     let started = Instant::now();
-    while !webhook::lookups::Lookups::may_get_secret(&lookups, &info, ns, secret).await? {
+    while !check(info.clone()).await? {
         anyhow::ensure!(
             started.elapsed() < Duration::from_secs(30),
             "RBAC never allowed {user_name}"
@@ -789,6 +791,47 @@ async fn wait_until_allowed(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok(())
+}
+
+/// Grants `who` `get` on the Secret `ns/secret` and waits until the authorizer says so.
+async fn grant_secret_get(
+    client: &Client,
+    ns: &str,
+    secret: &str,
+    who: &str,
+) -> anyhow::Result<()> {
+    grant(client, ns, ("get", "secrets", secret), who).await?;
+    let lookups = KubeLookups::new(client.clone());
+    wait_until_allowed(who, |info| {
+        let lookups = lookups.clone();
+        async move { webhook::lookups::Lookups::may_get_secret(&lookups, &info, ns, secret).await }
+    })
+    .await
+}
+
+/// Grants `who` `create` on `serviceaccounts/token` of `ns/service_account` and waits until the
+/// authorizer says so.
+async fn grant_token_create(
+    client: &Client,
+    ns: &str,
+    service_account: &str,
+    who: &str,
+) -> anyhow::Result<()> {
+    grant(
+        client,
+        ns,
+        ("create", "serviceaccounts/token", service_account),
+        who,
+    )
+    .await?;
+    let lookups = KubeLookups::new(client.clone());
+    wait_until_allowed(who, |info| {
+        let lookups = lookups.clone();
+        async move {
+            webhook::lookups::Lookups::may_create_token(&lookups, &info, ns, service_account).await
+        }
+    })
+    .await
 }
 
 #[tokio::test]
@@ -804,7 +847,6 @@ async fn an_identity_may_only_name_a_secret_its_creator_can_read() -> anyhow::Re
     }
     grant_identity_editing(&admin, &ns, &[&alice, &bob]).await?;
     grant_secret_get(&admin, &ns, "aws", &alice).await?;
-    wait_until_allowed(&admin, &alice, &ns, "aws").await?;
 
     let as_alice: Api<TerraformClusterIdentity> = Api::all(impersonating(&alice).await?);
     let as_bob: Api<TerraformClusterIdentity> = Api::all(impersonating(&bob).await?);
@@ -840,7 +882,6 @@ async fn an_identity_may_only_name_a_secret_its_creator_can_read() -> anyhow::Re
         ))
     );
     grant_secret_get(&admin, &ns, "gcp", &alice).await?;
-    wait_until_allowed(&admin, &alice, &ns, "gcp").await?;
     as_alice
         .patch(&name, &PatchParams::default(), &to_gcp)
         .await?;
@@ -860,6 +901,73 @@ async fn an_identity_may_only_name_a_secret_its_creator_can_read() -> anyhow::Re
         empty.contains("allowedNamespaces must set list or selector"),
         "{empty}"
     );
+    Ok(())
+}
+
+/// Identities and Credentials, "Keyless identity": the real API server's SubjectAccessReview
+/// decides whether the creator may create tokens for the ServiceAccount where the identity
+/// allows it; the CRD's CEL rule wants exactly one of secretRef and workloadIdentity.
+#[tokio::test]
+async fn a_keyless_identity_may_only_name_a_service_account_its_creator_can_get_tokens_for()
+-> anyhow::Result<()> {
+    let (_, admin, ns) = setup("wh-keyless").await?;
+    let (alice, bob) = (format!("alice-{ns}"), format!("bob-{ns}"));
+    grant_identity_editing(&admin, &ns, &[&alice, &bob]).await?;
+    grant_token_create(&admin, &ns, "cloud", &alice).await?;
+    let identity: TerraformClusterIdentity = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "TerraformClusterIdentity",
+        "metadata": {"name": format!("{ns}-keyless")},
+        "spec": {
+            "workloadIdentity": {
+                "serviceAccountName": "cloud",
+                "audience": "sts.amazonaws.com",
+                "aws": {"roleARN": "arn:aws:iam::123456789012:role/captf"}
+            },
+            "allowedNamespaces": {"list": [ns]}
+        }
+    }))?;
+    let as_alice: Api<TerraformClusterIdentity> = Api::all(impersonating(&alice).await?);
+    let as_bob: Api<TerraformClusterIdentity> = Api::all(impersonating(&bob).await?);
+    let pp = PostParams::default();
+    assert_eq!(
+        denied_by_webhook(as_bob.create(&pp, &identity).await),
+        format!(
+            "spec.workloadIdentity.serviceAccountName: {bob} may not create tokens for ServiceAccount cloud in namespace {ns}; a keyless identity may only name a ServiceAccount its creator could get tokens for (ask for create on serviceaccounts/token, or narrow allowedNamespaces)"
+        )
+    );
+    as_alice.create(&pp, &identity).await?;
+    let name = identity.name_any();
+    // Allowing every namespace needs the right in every namespace, which alice lacks.
+    let widen =
+        Patch::Merge(json!({"spec": {"allowedNamespaces": {"list": null, "selector": {}}}}));
+    assert!(
+        denied_by_webhook(as_alice.patch(&name, &PatchParams::default(), &widen).await)
+            .contains("in every namespace")
+    );
+    // Both kinds of credentials at once, or neither, is refused by the schema.
+    let both = refused(
+        as_alice
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"secretRef": {"name": "aws", "namespace": ns}}})),
+            )
+            .await,
+    );
+    assert!(both.contains("set exactly one of secretRef"), "{both}");
+    let bad_arn = refused(
+        as_alice
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"workloadIdentity": {"aws": {"roleARN": "role/captf"}}}}),
+                ),
+            )
+            .await,
+    );
+    assert!(bad_arn.contains("roleARN"), "{bad_arn}");
     Ok(())
 }
 

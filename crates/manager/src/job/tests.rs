@@ -22,6 +22,8 @@ fn cluster_apply(policy: &JobPolicy) -> JobRequest<'_> {
         pull_policy: None,
         policy,
         identity: "aws-prod",
+        service_account: policy.service_account_name_or_default(),
+        keyless: None,
         runner_image: "registry.example/captf/runner:v0.1.0",
         state_suffix: "0123456789abcdef-c",
         guard_deletes: true,
@@ -1022,4 +1024,92 @@ fn snapshot_cluster_apply_job() {
     };
     let built = build_job(&cluster_apply(&policy));
     insta::assert_json_snapshot!("cluster_apply_job", built.job);
+}
+
+fn keyless() -> WorkloadIdentity {
+    WorkloadIdentity {
+        service_account_name: "cloud-runner".into(),
+        audience: "sts.amazonaws.com".into(),
+        expiration_seconds: None,
+        aws: Some(api::identity::AwsWebIdentity {
+            role_arn: "arn:aws:iam::123456789012:role/captf".into(),
+            role_session_name: None,
+        }),
+        azure: Some(api::identity::AzureWorkloadIdentity {
+            client_id: "00000000-0000-0000-0000-000000000001".into(),
+            tenant_id: "00000000-0000-0000-0000-000000000002".into(),
+            authority_host: Some("https://login.microsoftonline.us/".into()),
+        }),
+        gcp: Some(api::identity::GcpWorkloadIdentity {
+            workload_identity_provider:
+                "projects/42/locations/global/workloadIdentityPools/p/providers/k".into(),
+            service_account_email: None,
+        }),
+    }
+}
+
+/// Keyless identity: the pod runs as the identity's ServiceAccount with a projected token for
+/// its audience at the fixed path, mounts no mirror, and passes each set cloud field to the
+/// runner; nothing else of the Job changes.
+#[test]
+fn a_keyless_identity_mounts_a_projected_token_instead_of_the_mirror() {
+    let policy = JobPolicy::default();
+    let k = keyless();
+    let mut req = cluster_apply(&policy);
+    let with_mirror = build_job(&req).job;
+    req.service_account = "cloud-runner";
+    req.keyless = Some(&k);
+    let job = build_job(&req).job;
+    let spec = pod(&job);
+    assert_eq!(spec.service_account_name.as_deref(), Some("cloud-runner"));
+    let main = &spec.containers[0];
+    assert!(main.env_from.is_none(), "no mirror envFrom");
+    let mounts: Vec<(&str, &str)> = main
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| (m.name.as_str(), m.mount_path.as_str()))
+        .collect();
+    assert!(mounts.contains(&("identity", "/var/run/captf/identity")));
+    assert!(!mounts.iter().any(|(n, _)| *n == "creds"));
+    let volume = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "identity")
+        .unwrap();
+    let token = volume.projected.as_ref().unwrap().sources.as_ref().unwrap()[0]
+        .service_account_token
+        .as_ref()
+        .unwrap();
+    assert_eq!(token.audience.as_deref(), Some("sts.amazonaws.com"));
+    assert_eq!(token.expiration_seconds, Some(3600));
+    assert_eq!(token.path, "token");
+    let args = main.args.as_ref().unwrap();
+    for want in [
+        "--web-identity-token=/var/run/captf/identity/token",
+        "--aws-role-arn=arn:aws:iam::123456789012:role/captf",
+        "--azure-client-id=00000000-0000-0000-0000-000000000001",
+        "--azure-tenant-id=00000000-0000-0000-0000-000000000002",
+        "--azure-authority-host=https://login.microsoftonline.us/",
+        "--gcp-workload-identity-provider=projects/42/locations/global/workloadIdentityPools/p/providers/k",
+    ] {
+        assert!(args.iter().any(|a| a == want), "{want} in {args:?}");
+    }
+    assert!(!args.iter().any(
+        |a| a.starts_with("--aws-role-session-name") || a.starts_with("--gcp-service-account")
+    ));
+    // The name, labels and the rest of the arguments are those of the same Job with a mirror.
+    assert_eq!(job.metadata.name, with_mirror.metadata.name);
+    let plain = pod(&with_mirror).containers[0].args.clone().unwrap();
+    let without_keyless: Vec<&String> = args
+        .iter()
+        .filter(|a| {
+            !a.starts_with("--web-identity-token")
+                && !a.starts_with("--aws-")
+                && !a.starts_with("--azure-")
+                && !a.starts_with("--gcp-")
+        })
+        .collect();
+    assert_eq!(without_keyless, plain.iter().collect::<Vec<_>>());
 }

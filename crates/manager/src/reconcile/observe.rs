@@ -89,6 +89,10 @@ pub struct Observation {
     pub gates: Gates,
     /// The identity allowed and mirrored.
     pub identity: Option<String>,
+    /// A keyless identity's ServiceAccount, audience and cloud fields.
+    pub keyless: Option<Box<api::identity::WorkloadIdentity>>,
+    /// The ServiceAccount the object's Jobs run as ([`identity::job_service_account`]).
+    pub service_account: String,
     /// The state read.
     pub state: StateRead,
     /// The state summary, when read.
@@ -181,6 +185,8 @@ impl Observation {
             credentials_checked: false,
             gates: Gates::default(),
             identity: None,
+            keyless: None,
+            service_account: String::new(),
             state: StateRead::None,
             summary: None,
             state_created: None,
@@ -440,10 +446,27 @@ async fn credentials(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error>
     .await?;
     o.writes.mirror = checked.mirror;
     match checked.outcome {
-        identity::IdentityOutcome::Ready { identity } => o.identity = Some(identity),
+        identity::IdentityOutcome::Ready { identity, keyless } => {
+            match identity::job_service_account(&o.policy, &identity, keyless.as_deref()) {
+                Ok(sa) => {
+                    o.service_account = sa;
+                    o.identity = Some(identity);
+                    o.keyless = keyless;
+                }
+                Err(message) => {
+                    let gate = identity::service_account_conflict(&mut p.findings, &message);
+                    o.gates.credentials = Some(gate);
+                }
+            }
+        }
         identity::IdentityOutcome::Blocked(gate) => o.gates.credentials = Some(gate),
     }
-    let sa = o.policy.service_account_name_or_default().to_owned();
+    if o.service_account.is_empty() {
+        o.policy
+            .service_account_name_or_default()
+            .clone_into(&mut o.service_account);
+    }
+    let sa = o.service_account.clone();
     let (gate, writes) = runner_rbac::check(&p.ctx.caches, &p.ns, &sa, &mut p.findings);
     o.writes.rbac = writes;
     if let Some(gate) = gate

@@ -1248,8 +1248,9 @@ fn on_secret(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Secret>>) + Send {
             }
         }
         for tci in wake.tcis.state() {
-            if Some(tci.spec.secret_ref.namespace.as_str()) == ns.as_deref()
-                && tci.spec.secret_ref.name == name
+            if let Some(r) = &tci.spec.secret_ref
+                && Some(r.namespace.as_str()) == ns.as_deref()
+                && r.name == name
             {
                 wake.identity(ObjectRef::from_obj(tci.as_ref()));
             }

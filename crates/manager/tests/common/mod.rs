@@ -915,6 +915,62 @@ resource "terraform_data" "slow" {
         .clone()
 }
 
+static KEYLESS: OnceCell<String> = OnceCell::const_new();
+
+/// The role ARN and Google provider the keyless test's identity names, which [`keyless_image`]'s
+/// module expects in its environment.
+pub const KEYLESS_ROLE_ARN: &str = "arn:aws:iam::123456789012:role/captf-keyless";
+/// See [`KEYLESS_ROLE_ARN`].
+pub const KEYLESS_GCP_PROVIDER: &str =
+    "projects/123456/locations/global/workloadIdentityPools/captf/providers/test";
+
+/// A cluster module that reads a keyless identity's projected token the way a cloud SDK would:
+/// `terraform_data.token_claims` holds the token's `aud` and `sub` claims (decoded in HCL from
+/// the JWT's payload), and `terraform_data.sdk_environment`'s `local-exec` fails the apply unless
+/// the AWS, Azure and Google variables the runner exports point at the token and carry
+/// [`KEYLESS_ROLE_ARN`].
+pub async fn keyless_image(env: &testenv::TestEnv) -> String {
+    KEYLESS
+        .get_or_init(|| async {
+            let tf = r#"
+variable "token_file" {
+  type    = string
+  default = "/var/run/captf/identity/token"
+}
+
+locals {
+  payload = split(".", file(var.token_file))[1]
+  b64     = replace(replace(local.payload, "-", "+"), "_", "/")
+  padded  = "${local.b64}${substr("===", 0, (4 - length(local.b64) % 4) % 4)}"
+  claims  = jsondecode(base64decode(local.padded))
+}
+
+resource "terraform_data" "token_claims" {
+  input = {
+    audience = local.claims.aud
+    subject  = local.claims.sub
+  }
+}
+
+resource "terraform_data" "sdk_environment" {
+  provisioner "local-exec" {
+    command = <<-EOT
+      test "$AWS_WEB_IDENTITY_TOKEN_FILE" = "${var.token_file}" || { echo "AWS_WEB_IDENTITY_TOKEN_FILE is '$AWS_WEB_IDENTITY_TOKEN_FILE'"; exit 1; }
+      test -s "$AWS_WEB_IDENTITY_TOKEN_FILE" || { echo "the token file is empty or unreadable"; exit 1; }
+      test "$AWS_ROLE_ARN" = "@ROLE@" || { echo "AWS_ROLE_ARN is '$AWS_ROLE_ARN'"; exit 1; }
+      test "$GOOGLE_APPLICATION_CREDENTIALS" != "" && test -s "$GOOGLE_APPLICATION_CREDENTIALS" || { echo "no Google credential file"; exit 1; }
+      test -z "$AZURE_FEDERATED_TOKEN_FILE" || { echo "Azure is not configured, yet AZURE_FEDERATED_TOKEN_FILE is set"; exit 1; }
+    EOT
+  }
+}
+"#
+            .replace("@ROLE@", KEYLESS_ROLE_ARN);
+            variant_image(env, "captf/keyless-cluster", &tf).await
+        })
+        .await
+        .clone()
+}
+
 static SENSITIVE: OnceCell<String> = OnceCell::const_new();
 
 /// A cluster module with a sensitive variable `password` that a resource holds, and a plain

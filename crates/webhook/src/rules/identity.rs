@@ -6,6 +6,10 @@
 //! - On create, and on an update that changes `spec.secretRef`, the requesting user must be
 //!   allowed to `get` the named Secret (a SubjectAccessReview, run by the caller; this module words
 //!   the refusal).
+//! - A keyless identity (`spec.workloadIdentity`): on create, and on an update that changes its
+//!   ServiceAccount or its allowed namespaces, the requesting user must be allowed to `create`
+//!   `serviceaccounts/token` for that ServiceAccount in every listed namespace, and cluster-wide
+//!   when a selector allows namespaces ([`token_scopes`]).
 //! - Deletion is refused while any TerraformCluster, TerraformMachine or TerraformMachinePool, in
 //!   any namespace and even while being deleted, resolves to the identity (its own `identityRef`,
 //!   else its cluster's `spec.defaults.identityRef`, else the cluster's own `spec.identityRef`,
@@ -42,6 +46,61 @@ pub fn secret_ref_changed(
     old: &TerraformClusterIdentitySpec,
 ) -> bool {
     new.secret_ref != old.secret_ref
+}
+
+/// Whether an UPDATE of a keyless identity changes what its tokens can reach: its ServiceAccount,
+/// or the namespaces it allows (and so needs a new access check).
+pub fn token_scope_changed(
+    new: &TerraformClusterIdentitySpec,
+    old: &TerraformClusterIdentitySpec,
+) -> bool {
+    let account = |s: &TerraformClusterIdentitySpec| {
+        s.workload_identity
+            .as_ref()
+            .map(|w| w.service_account_name.clone())
+    };
+    new.workload_identity.is_some()
+        && (account(new) != account(old) || new.allowed_namespaces != old.allowed_namespaces)
+}
+
+/// The namespaces in which the requester of a keyless identity must be allowed to create tokens
+/// for its ServiceAccount: every listed namespace, and `""` (every namespace) when a selector is
+/// set. Empty for an identity with a Secret, or one that allows no namespace.
+pub fn token_scopes(spec: &TerraformClusterIdentitySpec) -> Vec<String> {
+    if spec.workload_identity.is_none() {
+        return Vec::new();
+    }
+    let Some(allowed) = &spec.allowed_namespaces else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = allowed.list.iter().flatten().cloned().collect();
+    if allowed.selector.is_some() {
+        out.push(String::new());
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The refusal when `user` may not create tokens for `service_account` in `namespace` (`""`:
+/// every namespace).
+pub fn token_access_denied(user: &str, service_account: &str, namespace: &str) -> Violation {
+    let user = if user.is_empty() {
+        "the requesting user"
+    } else {
+        user
+    };
+    let scope = if namespace.is_empty() {
+        "in every namespace (allowedNamespaces.selector allows any)".to_owned()
+    } else {
+        format!("in namespace {namespace}")
+    };
+    Violation::new(
+        Rule::TokenAccess,
+        format!(
+            "spec.workloadIdentity.serviceAccountName: {user} may not create tokens for ServiceAccount {service_account} {scope}; a keyless identity may only name a ServiceAccount its creator could get tokens for (ask for create on serviceaccounts/token, or narrow allowedNamespaces)"
+        ),
+    )
 }
 
 /// The refusal when `user` may not `get` the Secret `secret_ref` names.

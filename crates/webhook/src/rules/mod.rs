@@ -58,6 +58,9 @@ pub enum Rule {
     AllowedNamespaces,
     /// The requester may not `get` the Secret an identity names.
     SecretAccess,
+    /// The requester may not create tokens for the ServiceAccount a keyless identity names, in a
+    /// namespace it allows.
+    TokenAccess,
     /// An identity being deleted is still used by a workload object.
     IdentityInUse,
     /// An identity being deleted still has credential mirrors in namespaces.
@@ -92,6 +95,7 @@ impl Rule {
             Rule::RequestedAt => "requested-at",
             Rule::AllowedNamespaces => "allowed-namespaces",
             Rule::SecretAccess => "secret-access",
+            Rule::TokenAccess => "token-access",
             Rule::IdentityInUse => "identity-in-use",
             Rule::IdentityMirrors => "identity-mirrors",
             Rule::MachineDelete => "machine-delete",

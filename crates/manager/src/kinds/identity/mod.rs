@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 
 use api::cluster::TerraformCluster;
 use api::constants::{annotations, conditions as ctype, events, labels, reasons};
-use api::identity::TerraformClusterIdentity;
+use api::identity::{TerraformClusterIdentity, WorkloadIdentity};
+use api::shared::JobPolicy;
 use contract::health::ConditionStatus;
 use contract::names::credential_mirror_secret_name;
 use k8s_openapi::ByteString;
@@ -96,6 +97,8 @@ pub enum IdentityOutcome {
     Ready {
         /// The identity.
         identity: String,
+        /// A keyless identity's ServiceAccount, audience and cloud fields (no mirror).
+        keyless: Option<Box<WorkloadIdentity>>,
     },
     /// No Job may run.
     Blocked(GateBlock),
@@ -230,7 +233,20 @@ pub async fn check(
             .map(|_| MirrorWrite::Remove { name: mirror_name });
         return Ok(blocked(reasons::NAMESPACE_NOT_ALLOWED, remove));
     }
-    let source_ref = &tci.spec.secret_ref;
+    if let Some(keyless) = tci.spec.keyless() {
+        return Ok(keyless_check(caches, ns, &name, keyless, conds));
+    }
+    let Some(source_ref) = tci.spec.secret_ref.as_ref() else {
+        // The CRD requires one of the two; an object written around it reads as missing.
+        conds.set(
+            ctype::IDENTITY_ALLOWED,
+            ConditionStatus::False,
+            reasons::SECRET_NOT_FOUND,
+            &format!("TerraformClusterIdentity {name} sets neither secretRef nor workloadIdentity"),
+        );
+        pending(conds);
+        return Ok(blocked(reasons::SECRET_NOT_FOUND, None));
+    };
     let Some(source) = caches.secret(&source_ref.namespace, &source_ref.name) else {
         conds.set(
             ctype::IDENTITY_ALLOWED,
@@ -280,9 +296,84 @@ pub async fn check(
         &format!("Secret {mirror_name} is up to date"),
     );
     Ok(IdentityCheck {
-        outcome: IdentityOutcome::Ready { identity: name },
+        outcome: IdentityOutcome::Ready {
+            identity: name,
+            keyless: None,
+        },
         mirror,
     })
+}
+
+/// A keyless identity that allows `ns`: allowed, with nothing to mirror (`CredentialsMirrored`
+/// reads `WorkloadIdentity`); a mirror left from when it named a Secret goes.
+fn keyless_check(
+    caches: &Caches,
+    ns: &str,
+    name: &str,
+    keyless: &WorkloadIdentity,
+    conds: &mut Findings,
+) -> IdentityCheck {
+    conds.set(
+        ctype::IDENTITY_ALLOWED,
+        ConditionStatus::True,
+        reasons::IDENTITY_ALLOWED,
+        &format!("TerraformClusterIdentity {name} allows namespace {ns}"),
+    );
+    conds.set(
+        ctype::CREDENTIALS_MIRRORED,
+        ConditionStatus::True,
+        reasons::WORKLOAD_IDENTITY,
+        &format!(
+            "Keyless: Jobs run as ServiceAccount {} with a token for audience {}; no Secret is mirrored",
+            keyless.service_account_name, keyless.audience
+        ),
+    );
+    let mirror_name = credential_mirror_secret_name(name);
+    let mirror = caches
+        .secret(ns, &mirror_name)
+        .filter(|m| is_mirror_meta(&m.metadata))
+        .map(|_| MirrorWrite::Remove { name: mirror_name });
+    IdentityCheck {
+        outcome: IdentityOutcome::Ready {
+            identity: name.to_owned(),
+            keyless: Some(Box::new(keyless.clone())),
+        },
+        mirror,
+    }
+}
+
+/// The ServiceAccount an object's Jobs run as: `spec.jobs.serviceAccountName`, else a keyless
+/// identity's, else `captf-runner`. An error (the message for `IdentityAllowed`) when the Job
+/// policy and a keyless identity name different ones: the token is the pod's own, so the Job
+/// cannot run as one and carry the other's token.
+pub fn job_service_account(
+    policy: &JobPolicy,
+    identity: &str,
+    keyless: Option<&WorkloadIdentity>,
+) -> Result<String, String> {
+    match (policy.service_account_name.as_deref(), keyless) {
+        (Some(own), Some(k)) if !own.is_empty() && own != k.service_account_name => Err(format!(
+            "spec.jobs.serviceAccountName is {own}, but keyless TerraformClusterIdentity {identity} runs Jobs as ServiceAccount {}: unset it or name the same one",
+            k.service_account_name
+        )),
+        (_, Some(k)) => Ok(k.service_account_name.clone()),
+        (_, None) => Ok(policy.service_account_name_or_default().to_owned()),
+    }
+}
+
+/// `IdentityAllowed=False/ServiceAccountConflict` with `message` ([`job_service_account`]), and
+/// the gate it sets.
+pub fn service_account_conflict(conds: &mut Findings, message: &str) -> GateBlock {
+    conds.set(
+        ctype::IDENTITY_ALLOWED,
+        ConditionStatus::False,
+        reasons::SERVICE_ACCOUNT_CONFLICT,
+        message,
+    );
+    GateBlock {
+        condition: ctype::IDENTITY_ALLOWED,
+        reason: reasons::SERVICE_ACCOUNT_CONFLICT,
+    }
 }
 
 /// `CredentialsMirrored=False/MirrorFailed` with `message` (a mirror write that failed in a way
@@ -662,6 +753,43 @@ mod tests {
             ..ClusterDefaults::default()
         });
         TerraformCluster::new("c", spec)
+    }
+
+    #[test]
+    fn a_keyless_identity_chooses_the_service_account_unless_the_policy_names_another() {
+        let keyless = WorkloadIdentity {
+            service_account_name: "cloud".into(),
+            audience: "sts.amazonaws.com".into(),
+            ..WorkloadIdentity::default()
+        };
+        let none = JobPolicy::default();
+        let same = JobPolicy {
+            service_account_name: Some("cloud".into()),
+            ..JobPolicy::default()
+        };
+        let other = JobPolicy {
+            service_account_name: Some("mine".into()),
+            ..JobPolicy::default()
+        };
+        assert_eq!(
+            job_service_account(&none, "id", None).unwrap(),
+            "captf-runner"
+        );
+        assert_eq!(job_service_account(&other, "id", None).unwrap(), "mine");
+        assert_eq!(
+            job_service_account(&none, "id", Some(&keyless)).unwrap(),
+            "cloud"
+        );
+        assert_eq!(
+            job_service_account(&same, "id", Some(&keyless)).unwrap(),
+            "cloud"
+        );
+        let conflict = job_service_account(&other, "id", Some(&keyless)).unwrap_err();
+        assert!(
+            conflict.contains("spec.jobs.serviceAccountName is mine"),
+            "{conflict}"
+        );
+        assert!(conflict.contains("ServiceAccount cloud"), "{conflict}");
     }
 
     #[test]

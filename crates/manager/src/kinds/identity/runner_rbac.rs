@@ -218,7 +218,7 @@ fn stale_subjects(caches: &Caches, binding: &RoleBinding, ns: &str, sa: &str) ->
 }
 
 /// Whether a running Job of `ns`, or a TerraformCluster, TerraformMachine or TerraformMachinePool there (by its merged
-/// Job policy), runs as ServiceAccount `sa`.
+/// Job policy and its identity, which may be keyless), runs as ServiceAccount `sa`.
 fn still_needed(caches: &Caches, ns: &str, sa: &str) -> bool {
     let runs_as = |j: &k8s_openapi::api::batch::v1::Job| {
         j.spec
@@ -237,7 +237,21 @@ fn still_needed(caches: &Caches, ns: &str, sa: &str) -> bool {
     let needs = |target: Target| {
         let owner = workload::owner(&target, caches);
         let defaults = workload::defaults(&target, &owner);
-        workload::job_policy(&target, defaults.as_ref()).service_account_name_or_default() == sa
+        let policy = workload::job_policy(&target, defaults.as_ref());
+        let identity = super::resolve_identity_name(
+            target
+                .workspace()
+                .identity_ref
+                .as_ref()
+                .map(|r| r.name.as_str()),
+            defaults.as_ref(),
+        )
+        .unwrap_or_default();
+        let tci = caches.identities.get(&ObjectRef::new(&identity));
+        let keyless = tci.as_ref().and_then(|t| t.spec.keyless());
+        super::job_service_account(&policy, &identity, keyless)
+            .unwrap_or_else(|_| policy.service_account_name_or_default().to_owned())
+            == sa
     };
     caches
         .terraform_clusters

@@ -27,11 +27,6 @@ async fn reconcile_identity(
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
     let name = tci.name_any();
-    let secret_ref = &tci.spec.secret_ref;
-    let found = ctx
-        .caches
-        .secret(&secret_ref.namespace, &secret_ref.name)
-        .is_some();
     let status = tci.status.clone().unwrap_or_default();
     let before = serde_json::to_value(&status)?;
     let mut conds = Conditions::new(
@@ -39,24 +34,8 @@ async fn reconcile_identity(
         tci.meta().generation,
         Time(Timestamp::now()),
     );
-    if found {
-        conds.set(
-            ctype::READY,
-            ConditionStatus::True,
-            reasons::SECRET_FOUND,
-            &format!("Secret {}/{} exists", secret_ref.namespace, secret_ref.name),
-        );
-    } else {
-        conds.set(
-            ctype::READY,
-            ConditionStatus::False,
-            reasons::SECRET_NOT_FOUND,
-            &format!(
-                "Secret {}/{} does not exist",
-                secret_ref.namespace, secret_ref.name
-            ),
-        );
-    }
+    let (ready, reason, message) = readiness(&tci, &ctx);
+    conds.set(ctype::READY, ready, reason, &message);
     let transitions = conds.transitions();
     // Identities are cluster-wide, whatever --namespace says: so are their mirrors.
     let mut namespaces: Vec<String> = ctx
@@ -97,7 +76,11 @@ async fn reconcile_identity(
             Err(e) => return Err(e.into()),
         }
         let mut outbox = Outbox::default();
-        for t in transitions {
+        // A keyless identity has no Secret to be found or lost.
+        for t in transitions
+            .into_iter()
+            .filter(|t| t.reason != reasons::WORKLOAD_IDENTITY)
+        {
             if t.status == "True" {
                 outbox.normal(events::IDENTITY_SECRET_FOUND, t.message);
             } else {
@@ -109,6 +92,49 @@ async fn reconcile_identity(
     // The credentials Secret and the mirrors are watched (the caches wake this controller); the
     // sync period is a backstop.
     Ok(Action::requeue(ctx.settings.sync_period))
+}
+
+/// The identity's `Ready`: its credentials Secret exists (`SecretFound`) or not
+/// (`SecretNotFound`); a keyless identity is ready as written (`WorkloadIdentity`).
+fn readiness(
+    tci: &TerraformClusterIdentity,
+    ctx: &Context,
+) -> (ConditionStatus, &'static str, String) {
+    if let Some(keyless) = tci.spec.keyless() {
+        return (
+            ConditionStatus::True,
+            reasons::WORKLOAD_IDENTITY,
+            format!(
+                "Keyless: Jobs run as ServiceAccount {} of their namespace with a token for audience {}",
+                keyless.service_account_name, keyless.audience
+            ),
+        );
+    }
+    let Some(secret_ref) = tci.spec.secret_ref.as_ref() else {
+        return (
+            ConditionStatus::False,
+            reasons::SECRET_NOT_FOUND,
+            "Neither secretRef nor workloadIdentity is set".to_owned(),
+        );
+    };
+    let place = format!("Secret {}/{}", secret_ref.namespace, secret_ref.name);
+    if ctx
+        .caches
+        .secret(&secret_ref.namespace, &secret_ref.name)
+        .is_some()
+    {
+        (
+            ConditionStatus::True,
+            reasons::SECRET_FOUND,
+            format!("{place} exists"),
+        )
+    } else {
+        (
+            ConditionStatus::False,
+            reasons::SECRET_NOT_FOUND,
+            format!("{place} does not exist"),
+        )
+    }
 }
 
 /// Runs the identity status controller until `shutdown` resolves. The caches wake an identity

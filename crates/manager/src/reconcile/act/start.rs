@@ -108,6 +108,7 @@ pub(super) async fn start_job(
         p.suffix.clone(),
     );
     let (cluster_name, policy) = (o.cluster_name.clone(), o.policy.clone());
+    let (service_account, keyless) = (o.service_account.clone(), o.keyless.clone());
     let mut request = job::JobRequest {
         kind: p.kind,
         namespace: &ns,
@@ -123,6 +124,8 @@ pub(super) async fn start_job(
         pull_policy: target.workspace().source.image_pull_policy,
         policy: &policy,
         identity: &identity,
+        service_account: &service_account,
+        keyless: keyless.as_deref(),
         runner_image: &ctx.settings.runner_image,
         state_suffix: &suffix,
         guard_deletes,
