@@ -229,3 +229,37 @@ fn the_identity_template_renders_a_secret_and_an_identity_for_the_namespace() {
         .to_string();
     assert!(err.contains("TERRAFORM_IDENTITY_NAME"), "{err}");
 }
+
+#[test]
+fn the_keyless_identity_template_renders_an_opted_in_account_and_a_keyless_identity() {
+    let out = clusterctl(None)
+        .var("NAMESPACE", "team-a")
+        .var("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/captf")
+        .generate_yaml(&template("identity-keyless.yaml"))
+        .unwrap();
+    let docs = docs(&out);
+    assert_eq!(kinds(&docs), ["ServiceAccount", "TerraformClusterIdentity"]);
+    assert_eq!(docs[0]["metadata"]["name"], "captf-cloud");
+    assert_eq!(docs[0]["metadata"]["namespace"], "team-a");
+    assert_eq!(docs[0]["metadata"]["labels"]["captf.io/runner"], "true");
+    let identity: api::identity::TerraformClusterIdentity =
+        serde_json::from_value(docs[1].clone()).unwrap();
+    let keyless = identity.spec.workload_identity.as_ref().unwrap();
+    assert!(identity.spec.secret_ref.is_none());
+    assert_eq!(keyless.service_account_name, "captf-cloud");
+    assert_eq!(keyless.audience, "sts.amazonaws.com");
+    assert_eq!(
+        keyless.aws.as_ref().unwrap().role_arn,
+        "arn:aws:iam::123456789012:role/captf"
+    );
+    assert_eq!(
+        identity.spec.allowed_namespaces.unwrap().list.unwrap(),
+        ["team-a"]
+    );
+    let err = clusterctl(None)
+        .var("NAMESPACE", "team-a")
+        .generate_yaml(&template("identity-keyless.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("AWS_ROLE_ARN"), "{err}");
+}
