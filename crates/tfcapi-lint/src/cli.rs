@@ -2,6 +2,7 @@
 //! 1 findings, 2 unreadable, 3 usage — clap's own usage errors included).
 
 use crate::checks;
+use crate::config;
 use crate::image::{self, ImageOptions, Platform};
 use crate::module;
 use crate::report::{Report, exit};
@@ -49,9 +50,13 @@ enum Format {
 
 #[derive(Debug, Args)]
 struct CommonArgs {
-    /// The role the module implements.
+    /// The role the module implements (else `role` of the configuration file).
     #[arg(long, value_enum)]
-    role: Role,
+    role: Option<Role>,
+    /// A configuration file (role, strict, allow_warning); `module` reads the module
+    /// directory's .tfcapi-lint.hcl when this is not given.
+    #[arg(long, value_name = "FILE")]
+    config: Option<String>,
     /// The contract version to lint against.
     #[arg(long, default_value = SUPPORTED_CONTRACTS[0], value_parser = PossibleValuesParser::new(SUPPORTED_CONTRACTS))]
     contract: String,
@@ -157,19 +162,24 @@ where
             exit::CLEAN
         }
         Command::Module(args) => {
-            let Some(allowed) = allowed_warnings(&args.common, err) else {
+            let Some(settings) = settings(&args.common, Some(&args.dir), err) else {
                 return exit::USAGE;
             };
             let findings = module::lint_dir_for(
                 Path::new(&args.dir),
                 &args.dir,
-                args.common.role,
+                settings.role,
                 args.runtime.into(),
             );
-            emit(&Report::new(findings, &allowed), &args.common, out)
+            emit(
+                &Report::new(findings, &settings.allowed),
+                &args.common,
+                settings.strict,
+                out,
+            )
         }
         Command::Image(args) => {
-            let Some(allowed) = allowed_warnings(&args.common, err) else {
+            let Some(settings) = settings(&args.common, None, err) else {
                 return exit::USAGE;
             };
             if let Err(why) = check_reference(&args.reference) {
@@ -177,14 +187,19 @@ where
                 return exit::USAGE;
             }
             let options = ImageOptions {
-                role: args.common.role,
+                role: settings.role,
                 contract: args.common.contract.clone(),
                 platform: args.platform,
                 all_platforms: args.all_platforms,
                 insecure: args.insecure,
             };
             let findings = image::lint_image(&args.reference, &options);
-            emit(&Report::new(findings, &allowed), &args.common, out)
+            emit(
+                &Report::new(findings, &settings.allowed),
+                &args.common,
+                settings.strict,
+                out,
+            )
         }
     }
 }
@@ -198,6 +213,51 @@ fn check_reference(reference: &str) -> Result<(), String> {
     contract::image_ref::parse(reference)
         .map(|_| ())
         .map_err(|e| format!("{reference:?} is not a valid image reference: {e}"))
+}
+
+/// What a run lints with: the command line over the configuration file.
+struct Settings {
+    role: Role,
+    strict: bool,
+    allowed: BTreeSet<String>,
+}
+
+/// The command line's flags over the configuration file (`--config`, else the module
+/// directory's `.tfcapi-lint.hcl`): `--role` wins over `role`, `--strict` or `strict` makes the
+/// run strict, `--allow-warning` adds to `allow_warning`. `None` (after writing why) is a usage
+/// error.
+fn settings(
+    common: &CommonArgs,
+    module_dir: Option<&str>,
+    err: &mut dyn Write,
+) -> Option<Settings> {
+    let file = match (&common.config, module_dir) {
+        (Some(path), _) => config::load(Path::new(path), path).map(Some),
+        (None, Some(dir)) => config::for_module_dir(Path::new(dir), dir.trim_end_matches('/')),
+        (None, None) => Ok(None),
+    };
+    let file = match file {
+        Ok(f) => f.unwrap_or_default(),
+        Err(why) => {
+            let _ = writeln!(err, "error: {why}");
+            return None;
+        }
+    };
+    let Some(role) = common.role.or(file.role) else {
+        let _ = writeln!(
+            err,
+            "error: no role: pass --role cluster|machine|machinepool, or set role in the module's {}",
+            config::FILE_NAME
+        );
+        return None;
+    };
+    let mut allowed = allowed_warnings(common, err)?;
+    allowed.extend(file.allow_warning);
+    Some(Settings {
+        role,
+        strict: common.strict || file.strict,
+        allowed,
+    })
 }
 
 fn allowed_warnings(common: &CommonArgs, err: &mut dyn Write) -> Option<BTreeSet<String>> {
@@ -219,7 +279,7 @@ fn allowed_warnings(common: &CommonArgs, err: &mut dyn Write) -> Option<BTreeSet
     Some(allowed)
 }
 
-fn emit(report: &Report, common: &CommonArgs, out: &mut dyn Write) -> i32 {
+fn emit(report: &Report, common: &CommonArgs, strict: bool, out: &mut dyn Write) -> i32 {
     let format = if common.json {
         Format::Json
     } else {
@@ -231,7 +291,7 @@ fn emit(report: &Report, common: &CommonArgs, out: &mut dyn Write) -> i32 {
         Format::Sarif => report.to_sarif(),
     };
     let _ = out.write_all(text.as_bytes());
-    report.exit_code(common.strict)
+    report.exit_code(strict)
 }
 
 fn version(json: bool, out: &mut dyn Write) {

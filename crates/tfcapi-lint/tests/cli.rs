@@ -133,6 +133,85 @@ fn exit_codes() {
     assert_eq!(run(&["--help"]).0, 0);
 }
 
+/// A module's `.tfcapi-lint.hcl` gives its role, strictness and allowed warnings; the command
+/// line's `--role` wins, `--strict` adds to it, `--config` names another file, and a wrong file
+/// is a usage error naming the file and the rule.
+#[test]
+fn the_configuration_file_sets_role_strict_and_allowed_warnings() {
+    let dir = std::env::temp_dir().join(format!("tfcapi-lint-config-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_dir(Path::new(&bad("input-user-variable-default")), &dir);
+    let _ = std::fs::remove_file(dir.join("EXPECT"));
+    let d = dir.to_str().unwrap();
+    let config = dir.join(".tfcapi-lint.hcl");
+    // Without a role anywhere: a usage error that says where to put one.
+    let (code, _, err) = run(&["module", d]);
+    assert_eq!(code, 3);
+    assert!(
+        err.contains("set role in the module's .tfcapi-lint.hcl"),
+        "{err}"
+    );
+    // The file's role and strictness: the warning fails the run.
+    std::fs::write(&config, "role = \"machine\"\nstrict = true\n").unwrap();
+    let (code, out, _) = run(&["module", d]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("warning input/user-variable-default"), "{out}");
+    // ... unless the file allows that warning.
+    std::fs::write(
+        &config,
+        "role = \"machine\"\nstrict = true\nallow_warning = [\"input/user-variable-default\"]\n",
+    )
+    .unwrap();
+    let (code, out, _) = run(&["module", d]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("info input/user-variable-default"), "{out}");
+    // --role wins over the file's role: as a cluster module, the machine outputs are wrong.
+    let (code, out, _) = run(&["module", "--role", "cluster", d]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("output/missing"), "{out}");
+    // --config names another file, read instead of the module's.
+    let other = dir.join("other.hcl");
+    std::fs::write(&other, "role = \"machine\"\n").unwrap();
+    let (code, out, _) = run(&["module", "--config", other.to_str().unwrap(), "--strict", d]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        run(&["module", "--config", other.to_str().unwrap(), d]).0,
+        0
+    );
+    // A wrong file: exit 3, naming the file and what is wrong.
+    for (text, want) in [
+        ("role = \"worker\"\n", "role = \"worker\" is not a role"),
+        (
+            "allow_warning = [\"input/nope\"]\n",
+            "`input/nope` is not a check ID",
+        ),
+        ("severity = \"error\"\n", "unknown field `severity`"),
+    ] {
+        std::fs::write(&config, text).unwrap();
+        let (code, _, err) = run(&["module", "--role", "machine", d]);
+        assert_eq!(code, 3, "{text}: {err}");
+        assert!(
+            err.contains(".tfcapi-lint.hcl: ") && err.contains(want),
+            "{text}: {err}"
+        );
+    }
+    let missing = run(&[
+        "module",
+        "--config",
+        "/nonexistent/x.hcl",
+        "--role",
+        "machine",
+        d,
+    ]);
+    assert_eq!(missing.0, 3);
+    assert!(
+        missing.2.contains("/nonexistent/x.hcl: cannot read"),
+        "{}",
+        missing.2
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn text_lines_name_file_line_severity_and_id() {
     let dir = bad("input-type");

@@ -93,8 +93,17 @@ fn run_hooks(dir: &Path, home: &Path) -> (bool, String) {
     (out.status.success(), text)
 }
 
-#[test]
-fn the_pre_commit_hook_passes_a_clean_module_and_fails_a_broken_one() {
+/// The hook repository, the module repository using it, and pre-commit's home, in a temporary
+/// directory.
+struct Repos {
+    _tmp: tempfile::TempDir,
+    hooks: PathBuf,
+    module: PathBuf,
+    home: PathBuf,
+    rev: String,
+}
+
+fn repos() -> Repos {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let (hooks, module, home) = (
         tmp.path().join("hooks"),
@@ -104,6 +113,24 @@ fn the_pre_commit_hook_passes_a_clean_module_and_fails_a_broken_one() {
     std::fs::create_dir_all(&home).expect("mkdir");
     let rev = hook_repo(&hooks);
     module_repo(&module, &hooks, &rev);
+    Repos {
+        _tmp: tmp,
+        hooks,
+        module,
+        home,
+        rev,
+    }
+}
+
+#[test]
+fn the_pre_commit_hook_passes_a_clean_module_and_fails_a_broken_one() {
+    let Repos {
+        _tmp,
+        hooks: _,
+        module,
+        home,
+        rev: _,
+    } = repos();
 
     let (ok, text) = run_hooks(&module, &home);
     assert!(ok, "the clean module fails the hook:\n{text}");
@@ -145,4 +172,56 @@ fn the_hook_without_a_role_says_how_to_give_one() {
     assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--role"), "{err}");
+}
+
+/// A module root that holds a `.tfcapi-lint.hcl` is linted whole, with the file's role and
+/// strictness and no `--role` in the hook's args; a nested module folder under it is part of it,
+/// never linted as a module of the role (on its own it lacks every output of the role).
+#[test]
+fn the_hook_lints_a_configured_module_root_and_not_its_nested_modules() {
+    let Repos {
+        _tmp,
+        hooks,
+        module,
+        home,
+        rev,
+    } = repos();
+    let root = module.join("modules/machine");
+    std::fs::write(
+        root.join(".tfcapi-lint.hcl"),
+        "role   = \"machine\"\nstrict = true\n",
+    )
+    .expect("writing the configuration");
+    let nested = root.join("modules/network/main.tf");
+    std::fs::create_dir_all(nested.parent().expect("a parent")).expect("mkdir");
+    std::fs::write(
+        &nested,
+        "variable \"cidr\" {\n  type = string\n}\n\noutput \"id\" {\n  value = var.cidr\n}\n",
+    )
+    .expect("writing the nested module");
+    let config = format!(
+        "repos:\n  - repo: {}\n    rev: {rev}\n    hooks:\n      - id: tfcapi-lint\n        files: ^modules/\n",
+        hooks.display()
+    );
+    std::fs::write(module.join(".pre-commit-config.yaml"), config).expect("writing the config");
+    git(&module, &["add", "."]);
+
+    // Linted on its own as a machine module, the nested folder fails.
+    let alone = run(Command::new(env!("CARGO_BIN_EXE_tfcapi-lint"))
+        .args(["module", "--role", "machine"])
+        .arg(nested.parent().expect("a parent")));
+    assert_eq!(alone.status.code(), Some(1));
+
+    let (ok, text) = run_hooks(&module, &home);
+    assert!(ok, "the configured module fails the hook:\n{text}");
+
+    // The configuration's strictness applies: a warning in the root fails the hook.
+    let variables = root.join("variables.tf");
+    let mut text = std::fs::read_to_string(&variables).expect("variables.tf");
+    text.push_str("\nvariable \"flavor\" {\n  type = string\n}\n");
+    std::fs::write(&variables, text).expect("writing variables.tf");
+    git(&module, &["add", "."]);
+    let (ok, text) = run_hooks(&module, &home);
+    assert!(!ok, "a warning passes the strict configuration:\n{text}");
+    assert!(text.contains("input/user-variable-default"), "{text}");
 }
