@@ -421,8 +421,8 @@ fn the_deployment_runs_the_documented_manager() {
         args,
         strings(&[
             "--leader-elect",
-            "--diagnostics-address=:8443",
-            "--insecure-diagnostics=false",
+            "--diagnostics-address=${CAPTF_DIAGNOSTICS_ADDRESS:=:8443}",
+            "--insecure-diagnostics=${CAPTF_INSECURE_DIAGNOSTICS:=false}",
             "--health-addr=:9440",
             "--runner-image=$(CAPTF_RUNNER_IMAGE)",
             "--drift-default-interval=${CAPTF_DRIFT_DEFAULT_INTERVAL:=30m0s}",
@@ -435,12 +435,22 @@ fn the_deployment_runs_the_documented_manager() {
     // Ports: the diagnostics address the args give, and the default health address.
     assert_eq!(port(container, "metrics"), 8443);
     assert_eq!(port(container, "healthz"), 9440);
+    // As clusterctl substitutes the variables' defaults.
+    let defaulted = |a: &str| {
+        testenv::manifests::substitute_variables(a, &std::collections::BTreeMap::new())
+            .expect("every variable has a default")
+    };
     let diagnostics = args
         .iter()
         .find_map(|a| a.strip_prefix("--diagnostics-address="))
+        .map(defaulted)
         .expect("a diagnostics address");
     assert!(
-        matches!(parse_listen(diagnostics), Ok(Listen::At(a)) if i32::from(a.port()) == port(container, "metrics"))
+        matches!(parse_listen(&diagnostics), Ok(Listen::At(a)) if i32::from(a.port()) == port(container, "metrics"))
+    );
+    assert!(
+        args.iter()
+            .any(|a| defaulted(a) == "--insecure-diagnostics=false")
     );
     assert!(
         matches!(DiagnosticsSettings::default().health_listen(), Ok(Listen::At(a)) if i32::from(a.port()) == port(container, "healthz"))

@@ -221,6 +221,13 @@ fn manifests_release_writes_a_clusterctl_repository_with_the_release_images() {
     );
     // clusterctl variables with defaults, for `clusterctl init` to substitute.
     assert!(components.contains("--state-backups=${CAPTF_STATE_BACKUPS:=5}"));
+    // The diagnostics address of both Deployments, as Cluster API's providers have it.
+    assert_eq!(
+        components
+            .matches("--diagnostics-address=${CAPTF_DIAGNOSTICS_ADDRESS:=:8443}")
+            .count(),
+        2
+    );
     let metadata = std::fs::read_to_string(dir.join("metadata.yaml")).unwrap();
     let metadata = &documents(&metadata).unwrap()[0];
     assert_eq!(metadata["kind"], "Metadata");

@@ -102,7 +102,19 @@ fn the_deployment_arguments_parse_and_the_names_line_up() {
     assert_eq!(pod.service_account_name.as_deref(), Some("captf-webhook"));
     let container = &pod.containers[0];
     let mut argv = vec!["webhook".to_owned()];
-    argv.extend(container.args.clone().unwrap_or_default());
+    // As clusterctl substitutes the variables' defaults.
+    argv.extend(container.args.iter().flatten().map(|a| {
+        testenv::manifests::substitute_variables(a, &std::collections::BTreeMap::new())
+            .expect("every variable has a default")
+    }));
+    assert!(
+        container
+            .args
+            .iter()
+            .flatten()
+            .any(|a| a == "--diagnostics-address=${CAPTF_DIAGNOSTICS_ADDRESS:=:8443}"),
+        "the diagnostics address is a clusterctl variable"
+    );
     let args = Cli::try_parse_from(argv)
         .expect("the Deployment's args parse")
         .serve;
