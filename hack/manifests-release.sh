@@ -3,6 +3,10 @@
 #   $RELEASE_DIR/infrastructure-components.yaml  config/default with the release's three images
 #   $RELEASE_DIR/metadata.yaml                   metadata.yaml
 #   $RELEASE_DIR/cluster-template*.yaml, clusterclass-*.yaml   the flavors of templates/, if any
+#   $RELEASE_DIR/identity*.yaml                  the identity templates of templates/
+#   $RELEASE_DIR/prometheus.yaml, network-policy.yaml   the opt-in overlays config/prometheus and
+#                                                config/network-policy, rendered
+#   $RELEASE_DIR/grafana-dashboard.json          config/grafana/captf.json
 # Called by `make manifests-release` with RELEASE_DIR, RELEASE_IMG (the manager image),
 # RELEASE_WEBHOOK_IMG, RELEASE_RUNNER_IMG, VERSION and KUSTOMIZE set. Refuses placeholder images
 # and a VERSION that metadata.yaml has no release series for. Writes nothing on refusal.
@@ -53,6 +57,9 @@ cp -r "$ROOT/config" "$work/config"
     "captf-runner=$RELEASE_RUNNER_IMG"
 )
 "$KUSTOMIZE" build "$work/config/default" >"$work/infrastructure-components.yaml"
+for overlay in prometheus network-policy; do
+  "$KUSTOMIZE" build "$work/config/$overlay" >"$work/$overlay.yaml"
+done
 if grep -nE '(image: |value: )"?captf-(manager|webhook|runner)(:|"|$)' "$work/infrastructure-components.yaml" >&2; then
   die "the rendered components still name a placeholder image (above)"
 fi
@@ -63,5 +70,8 @@ cp "$ROOT/metadata.yaml" "$RELEASE_DIR/metadata.yaml"
 shopt -s nullglob
 flavors=("$ROOT"/templates/cluster-template*.yaml "$ROOT"/templates/clusterclass-*.yaml)
 for f in "${flavors[@]}"; do cp "$f" "$RELEASE_DIR/"; done
-echo "manifests-release: wrote $RELEASE_DIR (infrastructure-components.yaml, metadata.yaml, ${#flavors[@]} flavor(s)) for $VERSION"
+for f in "$ROOT"/templates/identity*.yaml; do cp "$f" "$RELEASE_DIR/"; done
+cp "$work/prometheus.yaml" "$work/network-policy.yaml" "$RELEASE_DIR/"
+cp "$ROOT/config/grafana/captf.json" "$RELEASE_DIR/grafana-dashboard.json"
+echo "manifests-release: wrote $RELEASE_DIR (infrastructure-components.yaml, metadata.yaml, ${#flavors[@]} flavor(s), the identity templates, prometheus.yaml, network-policy.yaml, grafana-dashboard.json) for $VERSION"
 echo "manifests-release: images $RELEASE_IMG, $RELEASE_WEBHOOK_IMG, $RELEASE_RUNNER_IMG"

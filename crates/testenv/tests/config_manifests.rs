@@ -4,6 +4,8 @@
 //! the CRDs of cert-manager and the Prometheus Operator installed first, as a user has them.
 //! Rendering also shows the images are set in one place and the runner's is its own.
 
+#![allow(clippy::unwrap_used)] // Test helpers: a failed setup step should fail the test.
+
 use std::collections::BTreeSet;
 
 use serde_json::Value;
@@ -57,6 +59,89 @@ async fn every_manifest_applies_server_side_without_warnings() {
         }
     }
     assert!(applied > 30, "only {applied} objects applied");
+    the_scraper_token_may_get_metrics_and_nothing_else(&client).await;
+}
+
+/// config/prometheus's scraper: the real token controller fills its token Secret; the real API
+/// server authenticates that token as the scraper ServiceAccount (TokenReview, as CAPTF's secure
+/// metrics endpoints do) and authorizes it for `get /metrics` and not for `/debug/pprof/`
+/// (SubjectAccessReview).
+async fn the_scraper_token_may_get_metrics_and_nothing_else(client: &kube::Client) {
+    use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+    use k8s_openapi::api::authorization::v1::{
+        NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, PostParams};
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "captf-system");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let token = loop {
+        let secret = secrets.get("captf-metrics-scraper-token").await.unwrap();
+        if let Some(t) = secret.data.as_ref().and_then(|d| d.get("token")) {
+            break String::from_utf8(t.0.clone()).unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the token controller never filled captf-metrics-scraper-token"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    let reviews: Api<TokenReview> = Api::all(client.clone());
+    let review = TokenReview {
+        spec: TokenReviewSpec {
+            token,
+            ..TokenReviewSpec::default()
+        },
+        ..TokenReview::default()
+    };
+    let status = reviews
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(status.authenticated, Some(true), "{status:?}");
+    let user = status.user.unwrap();
+    assert_eq!(
+        user.username.as_deref(),
+        Some("system:serviceaccount:captf-system:captf-metrics-scraper")
+    );
+    let sars: Api<SubjectAccessReview> = Api::all(client.clone());
+    let may = |path: &str| {
+        let sar = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: user.username.clone(),
+                groups: user.groups.clone(),
+                non_resource_attributes: Some(NonResourceAttributes {
+                    path: Some(path.to_owned()),
+                    verb: Some("get".to_owned()),
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        let sars = sars.clone();
+        async move {
+            sars.create(&PostParams::default(), &sar)
+                .await
+                .unwrap()
+                .status
+                .is_some_and(|s| s.allowed)
+        }
+    };
+    let started = std::time::Instant::now();
+    while !may("/metrics").await {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the scraper may never get /metrics"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(
+        !may("/debug/pprof/").await,
+        "the scraper may only read metrics"
+    );
 }
 
 #[test]
@@ -88,11 +173,18 @@ fn the_default_config_installs_everything_clusterctl_expects() {
             o["kind"], o["metadata"]["name"]
         );
         if let Some(ns) = o["metadata"]["namespace"].as_str() {
-            assert!(
-                ns == "captf-system" || ns == "monitoring",
+            assert_eq!(
+                ns, "captf-system",
                 "{} {} is in {ns}",
-                o["kind"],
-                o["metadata"]["name"]
+                o["kind"], o["metadata"]["name"]
+            );
+        }
+        // Nothing is bound to an identity outside CAPTF's own (the scraper binding is opt-in).
+        for subject in o["subjects"].as_array().into_iter().flatten() {
+            assert_eq!(
+                subject["namespace"], "captf-system",
+                "{} {} binds {subject}",
+                o["kind"], o["metadata"]["name"]
             );
         }
     }
@@ -228,6 +320,36 @@ fn manifests_release_writes_a_clusterctl_repository_with_the_release_images() {
             .count(),
         2
     );
+    // The opt-in overlays and the identity templates are assets of their own, usable without a
+    // clone.
+    let prometheus =
+        documents(&std::fs::read_to_string(dir.join("prometheus.yaml")).unwrap()).unwrap();
+    assert_eq!(
+        kinds(&prometheus),
+        [
+            "ClusterRoleBinding",
+            "PrometheusRule",
+            "Secret",
+            "ServiceAccount",
+            "ServiceMonitor"
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+    );
+    let policies =
+        documents(&std::fs::read_to_string(dir.join("network-policy.yaml")).unwrap()).unwrap();
+    assert_eq!(
+        kinds(&policies),
+        BTreeSet::from(["NetworkPolicy".to_owned()])
+    );
+    for f in [
+        "identity.yaml",
+        "identity-keyless.yaml",
+        "grafana-dashboard.json",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} is a release asset");
+    }
     let metadata = std::fs::read_to_string(dir.join("metadata.yaml")).unwrap();
     let metadata = &documents(&metadata).unwrap()[0];
     assert_eq!(metadata["kind"], "Metadata");
