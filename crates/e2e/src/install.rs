@@ -113,7 +113,7 @@ pub fn run_page(
     home: &Path,
     cwd: &Path,
     env: &[(&str, &str)],
-) -> anyhow::Result<()> {
+) -> anyhow::Result<String> {
     let script = page_commands(sections)?
         .replace(EXAMPLE_REGISTRY, &format!("{registry}/you"))
         .replace("${HOME}", &home.display().to_string());
@@ -133,7 +133,7 @@ pub fn run_page(
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// A provider's components as its release renders them: `kustomize build` of `config/default`

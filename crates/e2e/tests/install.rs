@@ -231,7 +231,8 @@ async fn wait_webhooks_trusted(kube: &Kube, ns: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Every Job of the Quick Start ran the runner image of the install in its init container.
+/// Every Job of the Quick Start ran the runner image of the install in its init container: the
+/// image of the manager pod's `runner-image` init container, which the manager read from its pod.
 async fn check_runner_image(kube: &Kube, ns: &str, registry: &str) -> anyhow::Result<()> {
     let want = format!("{registry}/you/cluster-api-provider-terraform-runner:{VERSION}");
     let jobs = kube.list("batch/v1", "Job", ns, "").await?;
@@ -294,7 +295,7 @@ async fn clusterctl_init_installs_captf_with_cluster_api_and_cert_manager_as_pod
 
     // 3: clusterctl init, as the page runs it.
     let init = Instant::now();
-    run_page(
+    let listed = run_page(
         &["3. Install with clusterctl"],
         &registry,
         tmp.path(),
@@ -302,6 +303,14 @@ async fn clusterctl_init_installs_captf_with_cluster_api_and_cert_manager_as_pod
         &vars,
     )?;
     let init = init.elapsed();
+    // `clusterctl init list-images` sees CAPTF's three images, the runner's included.
+    for image in ["", "-webhook", "-runner"] {
+        let want = format!("{registry}/you/cluster-api-provider-terraform{image}:{VERSION}");
+        ensure!(
+            listed.lines().any(|l| l.trim() == want),
+            "clusterctl init list-images does not list {want}:\n{listed}"
+        );
+    }
     // The CA first: cert-manager's cainjector writes it after `clusterctl init` returns.
     let ns = env.namespace("installed").await?;
     wait_webhooks_trusted(&kube, &ns).await?;

@@ -64,7 +64,8 @@ struct Cli {
     /// Path to a kubeconfig (out of cluster); in-cluster config or $KUBECONFIG otherwise.
     #[arg(long, global = true)]
     kubeconfig: Option<String>,
-    /// Image of the Jobs' init container holding /runner; defaults to $CAPTF_MANAGER_IMAGE.
+    /// Image of the Jobs' init container holding /runner; defaults to $CAPTF_MANAGER_IMAGE, else
+    /// the image of the init container `runner-image` of the manager's own pod ($POD_NAME).
     #[arg(long, env = "CAPTF_MANAGER_IMAGE", default_value = "")]
     runner_image: String,
     /// Serialize a cluster's own apply/destroy/restore with its machines' (cluster write Lease).
@@ -339,16 +340,21 @@ async fn main() -> anyhow::Result<()> {
     for note in notes {
         tracing::warn!("{note}");
     }
-    if cli.runner_image.is_empty() {
-        bail!(
-            "--runner-image is empty and $CAPTF_MANAGER_IMAGE is unset: the Jobs' init container needs an image holding /runner"
-        );
-    }
     let client = client(cli.kubeconfig.as_deref()).await?;
-    let instance = std::env::var("POD_NAME")
-        .unwrap_or_else(|_| format!("captf-manager-{}", std::process::id()));
+    let pod_name = std::env::var("POD_NAME").ok();
+    let pod_namespace =
+        std::env::var("POD_NAMESPACE").unwrap_or_else(|_| cli.leader_elect_namespace.clone());
+    let runner_image = manager::runtime::runner_image::resolve(
+        &client,
+        &cli.runner_image,
+        &pod_namespace,
+        pod_name.as_deref(),
+    )
+    .await?;
+    tracing::info!(image = %runner_image, "runner image of the Jobs' init container");
+    let instance = pod_name.unwrap_or_else(|| format!("captf-manager-{}", std::process::id()));
     let settings = Settings {
-        runner_image: cli.runner_image.clone(),
+        runner_image,
         cluster_operation_gate: cli.cluster_operation_gate,
         runner_events: cli.runner_events,
         drift_default_interval: cli.drift_default_interval,

@@ -424,7 +424,6 @@ fn the_deployment_runs_the_documented_manager() {
             "--diagnostics-address=${CAPTF_DIAGNOSTICS_ADDRESS:=:8443}",
             "--insecure-diagnostics=${CAPTF_INSECURE_DIAGNOSTICS:=false}",
             "--health-addr=:9440",
-            "--runner-image=$(CAPTF_RUNNER_IMAGE)",
             "--drift-default-interval=${CAPTF_DRIFT_DEFAULT_INTERVAL:=30m0s}",
             "--state-backups=${CAPTF_STATE_BACKUPS:=5}",
             "--runner-events=${CAPTF_RUNNER_EVENTS:=true}",
@@ -477,15 +476,31 @@ fn the_deployment_runs_the_documented_manager() {
         ("/readyz".to_owned(), 9440)
     );
 
-    // The runner image is its own (set in config/default), passed as --runner-image.
+    // The runner image is its own (set in config/default), named only as the image of the init
+    // container the manager reads it from (where clusterctl's image overrides reach it).
     let env = container.env.clone().unwrap_or_default();
-    let image_env = env
-        .iter()
-        .find(|e| e.name == "CAPTF_RUNNER_IMAGE")
-        .expect("CAPTF_RUNNER_IMAGE");
-    assert_eq!(image_env.value.as_deref(), Some("captf-runner:latest"));
-    assert_ne!(image_env.value, container.image);
     assert!(!env.iter().any(|e| e.name == "CAPTF_MANAGER_IMAGE"));
+    assert!(!args.iter().any(|a| a.starts_with("--runner-image")));
+    let pod_for_image = k8s_openapi::api::core::v1::Pod {
+        spec: Some(pod.clone()),
+        ..Default::default()
+    };
+    let runner = manager::runtime::runner_image::of_pod(&pod_for_image);
+    assert_eq!(runner.as_deref(), Some("captf-runner:latest"));
+    assert_ne!(runner, container.image);
+    let init = pod
+        .init_containers
+        .iter()
+        .flatten()
+        .find(|c| c.name == manager::runtime::runner_image::INIT_CONTAINER)
+        .expect("the runner-image init container");
+    assert_eq!(
+        init.command.as_deref(),
+        Some(&["/runner".to_owned(), "version".to_owned()][..])
+    );
+    let init_security = init.security_context.as_ref().expect("a securityContext");
+    assert_eq!(init_security.read_only_root_filesystem, Some(true));
+    assert_eq!(init_security.allow_privilege_escalation, Some(false));
 
     // Non-root, read-only root, no capabilities, RuntimeDefault seccomp.
     let pod_security = pod
@@ -553,7 +568,7 @@ fn the_metrics_service_reaches_the_metrics_port() {
 }
 
 #[test]
-fn config_default_sets_the_manager_and_runner_images_and_the_runner_image_variable() {
+fn config_default_sets_the_manager_and_runner_images() {
     let deployment: Deployment = named("manager", "Deployment", "captf-controller-manager");
     let image = manager_container(&deployment)
         .image
@@ -575,12 +590,6 @@ fn config_default_sets_the_manager_and_runner_images_and_the_runner_image_variab
     assert!(
         names.contains(&"captf-runner"),
         "the images entry names captf-runner"
-    );
-    // The image transformer also rewrites container env values (CAPTF_RUNNER_IMAGE).
-    let config = docs_of(&config_dir("default").join("kustomizeconfig.yaml"));
-    assert_eq!(
-        config[0]["images"][0]["path"],
-        "spec/template/spec/containers[]/env[]/value"
     );
 }
 

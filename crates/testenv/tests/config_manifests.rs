@@ -204,27 +204,30 @@ fn manager(objects: &[Value]) -> &Value {
 }
 
 #[test]
-fn the_runner_image_is_its_own_and_reaches_the_manager_as_runner_image() {
+fn the_runner_image_is_its_own_and_named_where_clusterctl_sees_images() {
     let objects = render("");
-    let container = &manager(&objects)["spec"]["template"]["spec"]["containers"][0];
+    let spec = &manager(&objects)["spec"]["template"]["spec"];
+    let container = &spec["containers"][0];
     assert_eq!(container["image"], "captf-manager:latest");
-    let env: Vec<&Value> = container["env"].as_array().expect("env").iter().collect();
-    let runner = env
-        .iter()
-        .find(|e| e["name"] == "CAPTF_RUNNER_IMAGE")
-        .expect("CAPTF_RUNNER_IMAGE");
-    assert_eq!(runner["value"], "captf-runner:latest");
+    let init = &spec["initContainers"][0];
+    assert_eq!(init["name"], "runner-image");
+    assert_eq!(init["image"], "captf-runner:latest");
     assert!(
-        !env.iter().any(|e| e["name"] == "CAPTF_MANAGER_IMAGE"),
-        "the runner image never defaults to the manager's"
+        !container["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["name"] == "CAPTF_MANAGER_IMAGE" || e["name"] == "CAPTF_RUNNER_IMAGE"),
+        "the runner image is named once, as an image"
     );
-    let args: Vec<&str> = container["args"]
-        .as_array()
-        .expect("args")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert!(args.contains(&"--runner-image=$(CAPTF_RUNNER_IMAGE)"));
+    assert!(
+        !container["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|a| a.as_str().is_some_and(|a| a.starts_with("--runner-image"))),
+        "the manager reads the runner image from its pod"
+    );
 }
 
 #[test]
@@ -303,8 +306,13 @@ fn manifests_release_writes_a_clusterctl_repository_with_the_release_images() {
         manager["image"],
         "registry.example.com/you/cluster-api-provider-terraform:v0.1.0"
     );
+    let runner = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "captf-controller-manager")
+        .map(|d| d["spec"]["template"]["spec"]["initContainers"][0]["image"].clone())
+        .unwrap();
     assert_eq!(
-        manager["env"][0]["value"],
+        runner,
         "registry.example.com/you/cluster-api-provider-terraform-runner:v0.1.0"
     );
     assert_eq!(

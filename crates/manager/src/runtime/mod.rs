@@ -18,4 +18,5 @@ pub mod leader;
 pub mod leases;
 pub mod metrics;
 pub mod patch;
+pub mod runner_image;
 pub mod sweep;
