@@ -808,8 +808,7 @@ async fn finished_jobs_are_pruned_per_operation() {
         .unwrap();
         let want = hex::encode(Sha256::digest(token.as_bytes()));
         eventually(LONG, &format!("token {token} applied"), || async {
-            get_json_opt(&client, &ns, "v1", "Secret", &state_secret(&ns)).await?;
-            let doc = state_document(&client, &ns, ObjectKind::Cluster, "pruned").await;
+            let doc = state_document_now(&client, &ns, ObjectKind::Cluster, "pruned").await?;
             doc.to_string().contains(&want).then_some(())
         })
         .await;
@@ -844,13 +843,6 @@ async fn finished_jobs_are_pruned_per_operation() {
             .await
             .contains("planted-history-1")
     );
-}
-
-fn state_secret(ns: &str) -> String {
-    format!(
-        "tfstate-default-{}",
-        contract::names::state_suffix(ns, ObjectKind::Cluster, "pruned")
-    )
 }
 
 /// The image of a Job's `source` container.

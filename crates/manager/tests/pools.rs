@@ -408,7 +408,8 @@ async fn a_pool_from_its_machine_pool_to_destroy() {
     let b64 = base64::engine::general_purpose::STANDARD.encode("pool-bootstrap-token-rotated");
     let want = hex::encode(sha2::Sha256::digest(b64.as_bytes()));
     common::eventually(LONG, "the rotated token applied", || async {
-        let state = common::state_document(&client, &ns, ObjectKind::MachinePool, "workers").await;
+        let state =
+            common::state_document_now(&client, &ns, ObjectKind::MachinePool, "workers").await?;
         (group(&state)["bootstrap_sha256"] == json!(want) && applies() > before).then_some(())
     })
     .await;

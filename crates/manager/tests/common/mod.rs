@@ -725,10 +725,26 @@ pub async fn state_document(
     kind: contract::names::ObjectKind,
     name: &str,
 ) -> Value {
+    state_document_now(client, ns, kind, name)
+        .await
+        .expect("a state Secret holding a state")
+}
+
+/// The object's state document as it is now, `None` while its state Secret is missing or holds
+/// no readable state (between the backend's writes): for a poll.
+pub async fn state_document_now(
+    client: &Client,
+    ns: &str,
+    kind: contract::names::ObjectKind,
+    name: &str,
+) -> Option<Value> {
     let suffix = contract::names::state_suffix(ns, kind, name);
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let s = api.get(&format!("tfstate-default-{suffix}")).await.unwrap();
-    state_of(&s).unwrap()
+    let s = api
+        .get_opt(&format!("tfstate-default-{suffix}"))
+        .await
+        .unwrap()?;
+    state_of(&s)
 }
 
 /// The gunzipped state document a state Secret holds, `None` when it holds none.
