@@ -477,3 +477,47 @@ fn clusterctl_settings_name_the_provider_and_a_listed_release_series() {
         "{next} is in no release series of metadata.yaml: {series:?}"
     );
 }
+
+/// The release workflow and the tfcapi-lint action pin every action they use by commit (a moved
+/// tag cannot change what a release runs), and the workflow is read-only unless a job asks for
+/// more; no job runs on a retired runner image.
+#[test]
+fn the_release_workflow_pins_its_actions_and_asks_for_least_permissions() {
+    let root = repo_root();
+    for file in [
+        ".github/workflows/release.yaml",
+        ".github/actions/tfcapi-lint/action.yml",
+    ] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let uses: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.trim().trim_start_matches("- ").strip_prefix("uses: "))
+            .collect();
+        assert!(!uses.is_empty(), "{file} uses no action");
+        for u in uses {
+            let reference = u.split_whitespace().next().unwrap();
+            let (_, rev) = reference.rsplit_once('@').unwrap();
+            assert!(
+                rev.len() == 40 && rev.chars().all(|c| c.is_ascii_hexdigit()),
+                "{file}: {reference} is not pinned by commit"
+            );
+        }
+    }
+    let workflow = std::fs::read_to_string(root.join(".github/workflows/release.yaml")).unwrap();
+    let doc: Value = serde_saphyr::from_str(&workflow).unwrap();
+    assert_eq!(doc["permissions"], serde_json::json!({"contents": "read"}));
+    let runners: Vec<&Value> = doc["jobs"]["tfcapi-lint"]["strategy"]["matrix"]["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["os"])
+        .collect();
+    assert!(
+        !runners.iter().any(|os| *os == "macos-13"),
+        "macos-13 is retired: {runners:?}"
+    );
+    assert_eq!(
+        doc["jobs"]["release"]["permissions"]["contents"], "write",
+        "only the release job writes the release"
+    );
+}
