@@ -207,21 +207,9 @@ fn export_web_identity(
 /// a credential file is. An empty flag, or a missing or unreadable file, adds nothing: prepare
 /// warns about a missing one, and the cloud SDK reports it.
 fn add_token(redactor: &mut Redactor, token_file: &str) {
-    if token_file.is_empty() {
-        return;
+    if !token_file.is_empty() {
+        redactor.add_credential_file(Path::new(token_file));
     }
-    let Ok(file) = std::fs::File::open(token_file) else {
-        return;
-    };
-    let mut bytes = Vec::new();
-    let limited = &mut std::io::Read::take(file, summary::MAX_CREDENTIAL_FILE_BYTES);
-    if std::io::Read::read_to_end(limited, &mut bytes).is_err() {
-        return;
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    // The redactor takes values as the strings of a JSON document.
-    let values = serde_json::json!([text, text.trim()]);
-    redactor.add_tfvars(values.to_string().as_bytes());
 }
 
 /// Sets the returned flag on SIGTERM or SIGINT.

@@ -75,26 +75,37 @@ impl Redactor {
             if entry.file_name().to_string_lossy().starts_with("..") {
                 continue;
             }
-            let path = entry.path();
-            if !path.is_file() {
-                continue;
-            }
-            let Ok(file) = std::fs::File::open(&path) else {
-                continue;
-            };
-            let mut bytes = Vec::new();
-            if std::io::Read::read_to_end(
-                &mut std::io::Read::take(file, MAX_CREDENTIAL_FILE_BYTES),
-                &mut bytes,
-            )
-            .is_ok()
-            {
-                let text = String::from_utf8_lossy(&bytes);
-                push_value(&text, &mut self.values);
-                push_value(text.trim(), &mut self.values);
-            }
+            self.push_file(&entry.path());
         }
         self.settle();
+    }
+
+    /// Also redacts the content of one credential file (a keyless identity's token); a missing
+    /// or unreadable file adds nothing.
+    pub fn add_credential_file(&mut self, path: &std::path::Path) {
+        self.push_file(path);
+        self.settle();
+    }
+
+    /// Records a regular file's content (up to [`MAX_CREDENTIAL_FILE_BYTES`]), whole and trimmed.
+    fn push_file(&mut self, path: &std::path::Path) {
+        if !path.is_file() {
+            return;
+        }
+        let Ok(file) = std::fs::File::open(path) else {
+            return;
+        };
+        let mut bytes = Vec::new();
+        if std::io::Read::read_to_end(
+            &mut std::io::Read::take(file, MAX_CREDENTIAL_FILE_BYTES),
+            &mut bytes,
+        )
+        .is_ok()
+        {
+            let text = String::from_utf8_lossy(&bytes);
+            push_value(&text, &mut self.values);
+            push_value(text.trim(), &mut self.values);
+        }
     }
 
     /// Longest first, so a value containing another is replaced whole.

@@ -227,11 +227,10 @@ pub async fn check(
         );
         pending(conds);
         denied(metrics, "namespace");
-        let remove = caches
-            .secret(ns, &mirror_name)
-            .filter(|m| is_mirror_meta(&m.metadata))
-            .map(|_| MirrorWrite::Remove { name: mirror_name });
-        return Ok(blocked(reasons::NAMESPACE_NOT_ALLOWED, remove));
+        return Ok(blocked(
+            reasons::NAMESPACE_NOT_ALLOWED,
+            stale_mirror(caches, ns, mirror_name),
+        ));
     }
     if let Some(keyless) = tci.spec.keyless() {
         return Ok(keyless_check(caches, ns, &name, keyless, conds));
@@ -260,12 +259,7 @@ pub async fn check(
         pending(conds);
         return Ok(blocked(reasons::SECRET_NOT_FOUND, None));
     };
-    conds.set(
-        ctype::IDENTITY_ALLOWED,
-        ConditionStatus::True,
-        reasons::IDENTITY_ALLOWED,
-        &format!("TerraformClusterIdentity {name} allows namespace {ns}"),
-    );
+    identity_allowed(conds, &name, ns);
     let cached = caches.secret(ns, &mirror_name);
     if let Some(c) = cached.as_ref().filter(|c| !is_mirror_meta(&c.metadata)) {
         let message = format!(
@@ -313,12 +307,7 @@ fn keyless_check(
     keyless: &WorkloadIdentity,
     conds: &mut Findings,
 ) -> IdentityCheck {
-    conds.set(
-        ctype::IDENTITY_ALLOWED,
-        ConditionStatus::True,
-        reasons::IDENTITY_ALLOWED,
-        &format!("TerraformClusterIdentity {name} allows namespace {ns}"),
-    );
+    identity_allowed(conds, name, ns);
     conds.set(
         ctype::CREDENTIALS_MIRRORED,
         ConditionStatus::True,
@@ -328,11 +317,7 @@ fn keyless_check(
             keyless.service_account_name, keyless.audience
         ),
     );
-    let mirror_name = credential_mirror_secret_name(name);
-    let mirror = caches
-        .secret(ns, &mirror_name)
-        .filter(|m| is_mirror_meta(&m.metadata))
-        .map(|_| MirrorWrite::Remove { name: mirror_name });
+    let mirror = stale_mirror(caches, ns, credential_mirror_secret_name(name));
     IdentityCheck {
         outcome: IdentityOutcome::Ready {
             identity: name.to_owned(),
@@ -340,6 +325,25 @@ fn keyless_check(
         },
         mirror,
     }
+}
+
+/// `IdentityAllowed=True`: identity `name` allows namespace `ns`.
+fn identity_allowed(conds: &mut Findings, name: &str, ns: &str) {
+    conds.set(
+        ctype::IDENTITY_ALLOWED,
+        ConditionStatus::True,
+        reasons::IDENTITY_ALLOWED,
+        &format!("TerraformClusterIdentity {name} allows namespace {ns}"),
+    );
+}
+
+/// The removal of the namespace's mirror `mirror_name`, when one is cached that the namespace
+/// must no longer hold (the identity stopped allowing it, or became keyless).
+fn stale_mirror(caches: &Caches, ns: &str, mirror_name: String) -> Option<MirrorWrite> {
+    caches
+        .secret(ns, &mirror_name)
+        .filter(|m| is_mirror_meta(&m.metadata))
+        .map(|_| MirrorWrite::Remove { name: mirror_name })
 }
 
 /// The ServiceAccount an object's Jobs run as: `spec.jobs.serviceAccountName`, else a keyless
