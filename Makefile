@@ -23,10 +23,13 @@ STATIC := RUSTFLAGS='-C target-feature=+crt-static'
 BIN_DIR := $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)
 # Integration tests run the static runner (debug build) inside real Job pods.
 export CAPTF_RUNNER_BIN ?= $(BIN_DIR)/debug/runner
+# The platforms of the static binaries and images (comma-separated): linux/amd64 and linux/arm64.
+# linux/arm64 is cross-built with Debian's aarch64-linux-gnu toolchain (hack/cross.sh).
+PLATFORMS ?= linux/amd64
 
 .PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit chaos fuzz bench scale crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
-	testenv-deps pre-commit-tool mdbook-tool
+	testenv-deps pre-commit-tool mdbook-tool cross-deps static-dev-arm64 actionlint
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -36,7 +39,7 @@ quickstart: testbin runner-static-dev ## The book's Quick Start with Cluster API
 	$(BIN_DIR)/debug/quickstart
 
 # two-clones runs last, after unit, even under -j: it lends this checkout's target/ to its clones.
-test: fmt-check clippy docs-check unit ## Everything CI checks: formatting, clippy -D warnings, docs links, all tests, then the Quick Start from two clones.
+test: fmt-check clippy docs-check actionlint unit ## Everything CI checks: formatting, clippy -D warnings, docs links, actionlint, all tests, then the Quick Start from two clones.
 	$(MAKE) --no-print-directory two-clones
 
 e2e: testbin runner-static-dev ## Only the end-to-end suite (Cluster API's real controllers).
@@ -46,7 +49,11 @@ e2e: testbin runner-static-dev ## Only the end-to-end suite (Cluster API's real 
 two-clones: ## Build and run the Quick Start from two fresh clones of HEAD in turn (hack/two-clones.sh).
 	hack/two-clones.sh
 
-lint: fmt-check clippy docs-check ## Formatting, clippy and docs checks only.
+lint: fmt-check clippy docs-check actionlint ## Formatting, clippy, docs and workflow checks only.
+
+actionlint: ## Check .github/ (the release workflow) with actionlint, built from source into the test-binary cache.
+	hack/testbin.sh actionlint >/dev/null
+	$$(hack/testbin.sh --print-env | sed -n 's/^CAPTF_TESTBIN_ACTIONLINT=//p') -no-color
 
 fmt: ## Format the code.
 	$(CARGO) fmt --all
@@ -57,7 +64,7 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
-unit: testbin runner-static-dev testenv-deps pre-commit-tool ## All tests of the workspace (integration tests need the test binaries, a static runner, iproute2 and pre-commit), in two lanes at once (hack/test-lanes.sh).
+unit: testbin runner-static-dev static-dev-arm64 testenv-deps pre-commit-tool ## All tests of the workspace (integration tests need the test binaries, a static runner, iproute2 and pre-commit), in two lanes at once (hack/test-lanes.sh).
 	CARGO='$(CARGO)' hack/test-lanes.sh
 
 # `make test` runs the same harness with 5 cycles (its default) as part of `unit`.
@@ -123,6 +130,19 @@ runner-static: ## Build the static runner (release) that the runner image ships.
 runner-static-dev:
 	$(STATIC) $(CARGO) build --locked -p manager -p webhook -p runner --target $(RUNNER_TARGET)
 
+# The multi-platform test (crates/e2e/tests/multiarch.rs) builds images and tfcapi-lint for
+# linux/arm64 too: built here, before the test lanes start, with the same package sets as
+# static-binaries and release-lint, so the test's make runs find them built. It also runs them
+# under qemu-user.
+static-dev-arm64:
+	hack/cross.sh deps linux/arm64
+	hack/cross.sh qemu
+	$(STATIC) $(CARGO) build --locked -p manager -p webhook -p runner --target aarch64-unknown-linux-gnu
+	$(STATIC) $(CARGO) build --locked -p tfcapi-lint --target aarch64-unknown-linux-gnu
+
+cross-deps: ## Install what building for PLATFORMS needs, when missing (rustup targets; Debian's aarch64 cross toolchain for linux/arm64).
+	hack/cross.sh deps '$(PLATFORMS)'
+
 testenv-deps: ## What the test environment needs from the machine: `ip` (iproute2) for the pod network, installed when missing (root, Debian).
 	@command -v ip >/dev/null || { \
 	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null || { echo "testenv-deps: install iproute2 (the pod network runs ip)" >&2; exit 1; }; \
@@ -153,33 +173,39 @@ RUNNER_IMG ?= $(call image_repo,$(IMG))-runner:$(call image_tag,$(IMG))
 # Cargo profile of the image binaries (`dev` for quick local images; its output dir is debug/).
 IMAGE_PROFILE ?= release
 IMAGE_PROFILE_DIR = $(if $(filter dev,$(IMAGE_PROFILE)),debug,$(IMAGE_PROFILE))
-IMAGE_BIN_DIR = $(BIN_DIR)/$(IMAGE_PROFILE_DIR)
 IMAGE_CONTEXT = $(CARGO_TARGET_DIR)/image-context
 CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
-STRIP ?= strip
 IMAGE_SOURCE ?= https://github.com/captf-io/cluster-api-provider-terraform
 IMAGE_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 IMAGE_ARGS = --build-arg VERSION=$(VERSION) --build-arg REVISION=$(IMAGE_REVISION) --build-arg SOURCE=$(IMAGE_SOURCE)
 
-static-binaries: ## Build the static manager, webhook and runner binaries the images ship (IMAGE_PROFILE=release).
-	$(STATIC) $(CARGO) build --locked --profile $(IMAGE_PROFILE) -p manager -p webhook -p runner --target $(RUNNER_TARGET)
+# One cargo run per platform: a run for both would unify their features and rebuild the
+# linux/amd64 binaries the tests share.
+static-binaries: cross-deps ## Build the static manager, webhook and runner binaries the images ship (IMAGE_PROFILE=release, PLATFORMS).
+	targets=$$(hack/cross.sh targets '$(PLATFORMS)'); for t in $$targets; do \
+	  $(STATIC) $(CARGO) build --locked --profile $(IMAGE_PROFILE) -p manager -p webhook -p runner --target $$t; done
 
-docker-build: static-binaries ## Build the manager (IMG), webhook (WEBHOOK_IMG) and runner (RUNNER_IMG) images.
+# The build context of each image holds one folder per architecture (amd64/, arm64/), which its
+# Containerfile picks with TARGETARCH; several PLATFORMS make each image a manifest list.
+docker-build: static-binaries ## Build the manager (IMG), webhook (WEBHOOK_IMG) and runner (RUNNER_IMG) images, for PLATFORMS.
 	@test -r $(CA_BUNDLE) || { echo "docker-build: no CA bundle at $(CA_BUNDLE): install ca-certificates or set CA_BUNDLE" >&2; exit 1; }
 	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/manager $(IMAGE_CONTEXT)/webhook $(IMAGE_CONTEXT)/runner
 	cp $(CA_BUNDLE) $(IMAGE_CONTEXT)/manager/
 	@# Symbols and debug information stay out of the images (the line tables of the release
 	@# profile are for local debugging).
-	for b in manager webhook runner; do $(STRIP) -o $(IMAGE_CONTEXT)/$$b/$$b $(IMAGE_BIN_DIR)/$$b; done
-	hack/image.sh build -f images/manager/Containerfile -t $(IMG) $(IMAGE_ARGS) $(IMAGE_CONTEXT)/manager
-	hack/image.sh build -f images/webhook/Containerfile -t $(WEBHOOK_IMG) $(IMAGE_ARGS) $(IMAGE_CONTEXT)/webhook
-	hack/image.sh build -f images/runner/Containerfile -t $(RUNNER_IMG) $(IMAGE_ARGS) $(IMAGE_CONTEXT)/runner
+	platforms=$$(hack/cross.sh targets '$(PLATFORMS)' >/dev/null && echo '$(PLATFORMS)' | tr , ' '); for p in $$platforms; do \
+	  arch=$$(hack/cross.sh arch $$p); target=$$(hack/cross.sh targets $$p); strip=$$(hack/cross.sh strip $$p); \
+	  for b in manager webhook runner; do mkdir -p $(IMAGE_CONTEXT)/$$b/$$arch && \
+	    $$strip -o $(IMAGE_CONTEXT)/$$b/$$arch/$$b $(CARGO_TARGET_DIR)/$$target/$(IMAGE_PROFILE_DIR)/$$b; done; done
+	hack/image.sh build --platform '$(PLATFORMS)' -f images/manager/Containerfile -t $(IMG) $(IMAGE_ARGS) $(IMAGE_CONTEXT)/manager
+	hack/image.sh build --platform '$(PLATFORMS)' -f images/webhook/Containerfile -t $(WEBHOOK_IMG) $(IMAGE_ARGS) $(IMAGE_CONTEXT)/webhook
+	hack/image.sh build --platform '$(PLATFORMS)' -f images/runner/Containerfile -t $(RUNNER_IMG) $(IMAGE_ARGS) $(IMAGE_CONTEXT)/runner
 
-docker-push: ## Push the three images docker-build built (IMG must name your registry).
+docker-push: ## Push the three images docker-build built (IMG must name your registry; the same PLATFORMS).
 	@if [ "$(origin IMG)" = file ] || [ -z "$(IMG)" ]; then echo "docker-push: set IMG=<registry>/cluster-api-provider-terraform:<tag> (the webhook and runner images are pushed beside it)" >&2; exit 1; fi
-	hack/image.sh push $(IMG)
-	hack/image.sh push $(WEBHOOK_IMG)
-	hack/image.sh push $(RUNNER_IMG)
+	hack/image.sh push --platform '$(PLATFORMS)' $(IMG)
+	hack/image.sh push --platform '$(PLATFORMS)' $(WEBHOOK_IMG)
+	hack/image.sh push --platform '$(PLATFORMS)' $(RUNNER_IMG)
 
 # The no-op module images: one per role in NOOP and runtime in NOOP_RUNTIMES, tagged
 # $(NOOP_REGISTRY)/noop-<role>:$(VERSION)-<runtime>. TERRAFORM_IMAGE and TOFU_IMAGE, when set,
@@ -198,12 +224,12 @@ noop-images: ## Build the no-op module images (NOOP="cluster machine machinepool
 	  test -d modules/noop/$$role || { echo "noop-images: no module modules/noop/$$role (NOOP takes cluster, machine, machinepool)" >&2; exit 1; }; \
 	done
 	$(foreach role,$(NOOP),$(foreach rt,$(NOOP_RUNTIMES),\
-	  hack/image.sh build -f modules/noop/Containerfile.$(rt) -t $(NOOP_REGISTRY)/noop-$(role):$(VERSION)-$(rt) \
+	  hack/image.sh build --platform '$(PLATFORMS)' -f modules/noop/Containerfile.$(rt) -t $(NOOP_REGISTRY)/noop-$(role):$(VERSION)-$(rt) \
 	    --build-arg ROLE=$(role) --build-arg IMAGE_VERSION=$(VERSION) --build-arg IMAGE_REVISION=$(IMAGE_REVISION) \
 	    --build-arg IMAGE_SOURCE=$(IMAGE_SOURCE) $(call noop_base_arg,$(rt)) modules/noop/$(role) &&)) true
 
 noop-images-push: noop-registry-set noop-images ## Build and push the no-op module images to NOOP_REGISTRY.
-	$(foreach role,$(NOOP),$(foreach rt,$(NOOP_RUNTIMES),hack/image.sh push $(NOOP_REGISTRY)/noop-$(role):$(VERSION)-$(rt) &&)) true
+	$(foreach role,$(NOOP),$(foreach rt,$(NOOP_RUNTIMES),hack/image.sh push --platform '$(PLATFORMS)' $(NOOP_REGISTRY)/noop-$(role):$(VERSION)-$(rt) &&)) true
 
 # A clusterctl local repository: infrastructure-components.yaml (config/default with the release
 # images), metadata.yaml and the flavors of templates/.
@@ -218,13 +244,16 @@ manifests-release: ## Render a clusterctl repository into RELEASE_DIR for RELEAS
 	RELEASE_DIR='$(RELEASE_DIR)' RELEASE_IMG='$(RELEASE_IMG)' RELEASE_WEBHOOK_IMG='$(RELEASE_WEBHOOK_IMG)' \
 	  RELEASE_RUNNER_IMG='$(RELEASE_RUNNER_IMG)' VERSION='$(VERSION)' KUSTOMIZE='$(KUSTOMIZE)' hack/manifests-release.sh
 
-# tfcapi-lint release assets. Only linux/amd64 builds on these machines; .github/workflows/release.yaml
-# builds the other platforms.
+# tfcapi-lint release assets: the Linux ones build here (PLATFORMS); .github/workflows/release.yaml
+# builds the macOS and Windows ones on their own runners. LINT_PROFILE=dev is for quick tests.
 LINT_DIST ?= dist
+LINT_PROFILE ?= release
+LINT_PROFILE_DIR = $(if $(filter dev,$(LINT_PROFILE)),debug,$(LINT_PROFILE))
 
-release-lint: ## Build the static tfcapi-lint release asset and its checksum file into LINT_DIST.
-	$(STATIC) $(CARGO) build --release --locked -p tfcapi-lint --target $(RUNNER_TARGET)
-	mkdir -p $(LINT_DIST)
-	$(STRIP) -o $(LINT_DIST)/tfcapi-lint-linux-amd64 $(CARGO_TARGET_DIR)/$(RUNNER_TARGET)/release/tfcapi-lint
-	chmod 0755 $(LINT_DIST)/tfcapi-lint-linux-amd64
+release-lint: cross-deps ## Build the static tfcapi-lint release assets for PLATFORMS (tfcapi-lint-linux-ARCH) and the checksum file into LINT_DIST.
+	platforms=$$(hack/cross.sh targets '$(PLATFORMS)' >/dev/null && echo '$(PLATFORMS)' | tr , ' '); mkdir -p $(LINT_DIST); \
+	for p in $$platforms; do \
+	  target=$$(hack/cross.sh targets $$p); asset=$(LINT_DIST)/tfcapi-lint-linux-$$(hack/cross.sh arch $$p); \
+	  $(STATIC) $(CARGO) build --locked --profile $(LINT_PROFILE) -p tfcapi-lint --target $$target; \
+	  $$(hack/cross.sh strip $$p) -o $$asset $(CARGO_TARGET_DIR)/$$target/$(LINT_PROFILE_DIR)/tfcapi-lint; chmod 0755 $$asset; done
 	cd $(LINT_DIST) && sha256sum tfcapi-lint-*-* > tfcapi-lint-checksums.txt && cat tfcapi-lint-checksums.txt

@@ -3,8 +3,14 @@
 #
 # Usage:
 #   hack/image.sh engine                                   print the engine that would be used
-#   hack/image.sh build -f FILE -t TAG [--build-arg K=V]... CONTEXT
-#   hack/image.sh push TAG
+#   hack/image.sh build [--platform PLATFORMS] -f FILE -t TAG [--build-arg K=V]... CONTEXT
+#   hack/image.sh push [--platform PLATFORMS] TAG
+#
+# PLATFORMS (comma-separated, linux/amd64 by default): with one platform TAG is a plain image and
+# the build gets TARGETARCH as a build argument; with several, podman or buildah build one image
+# per platform into the manifest list TAG (replacing any image or list of that name first; the
+# engine sets TARGETARCH per platform), and push pushes the list with every image in it, as an
+# OCI index. docker builds one platform at a time here (several need `docker buildx`).
 #
 # The engine: $CONTAINER_ENGINE when set (docker, podman or buildah); else docker when its daemon
 # answers, else podman, else buildah. When none is there and this runs as root on Debian, buildah
@@ -101,10 +107,27 @@ run_engine() {
   esac
 }
 
+# The platforms of a --platform value, comma-separated, each os/arch.
+platform_list() {
+  local list=${1:-linux/amd64} p
+  for p in ${list//,/ }; do
+    [[ $p =~ ^[a-z0-9]+/[a-z0-9]+(/[a-z0-9]+)?$ ]] || die "platform \"$p\" is not os/arch"
+    echo "$p"
+  done
+}
+
+# Removes the image or manifest list TAG from podman's or buildah's store, when there.
+forget() {
+  local e=$1 tag=$2
+  run_engine "$e" manifest rm "$tag" >/dev/null 2>&1 || true
+  run_engine "$e" rmi -f "$tag" >/dev/null 2>&1 || true
+}
+
 build() {
-  local file="" tag="" context="" refs=() args=()
+  local file="" tag="" context="" refs=() args=() platforms=linux/amd64
   while (($#)); do
     case "$1" in
+      --platform) platforms=$2; shift ;;
       -f) file=$2; shift ;;
       -t) tag=$2; refs+=("$2"); shift ;;
       --build-arg) args+=(--build-arg "$2"); refs+=("${2#*=}"); shift ;;
@@ -116,21 +139,44 @@ build() {
   [[ -n $file && -n $tag && -n $context ]] || die "build: usage: build -f FILE -t TAG [--build-arg K=V]... CONTEXT"
   [[ -f $file ]] || die "build: no Containerfile at $file"
   [[ -d $context ]] || die "build: no build context at $context"
-  local e
+  local e list
+  list=$(platform_list "$platforms")
   e=$(engine)
-  echo "image: $e build $tag" >&2
+  echo "image: $e build $tag for $(echo $list | tr ' ' ,)" >&2
+  if [[ $list == *$'\n'* ]]; then
+    [[ $e != docker ]] || die "build: several platforms ($platforms) need podman or buildah (or docker buildx); set CONTAINER_ENGINE"
+    forget "$e" "$tag"
+    local flags=(--isolation chroot $(tls_flags "${refs[@]}") --platform "$(echo $list | tr ' ' ,)" --manifest "$tag")
+    case "$e" in
+      podman) run_engine podman build "${flags[@]}" -f "$file" "${args[@]}" "$context" ;;
+      buildah) run_engine buildah bud "${flags[@]}" -f "$file" "${args[@]}" "$context" ;;
+    esac
+    return
+  fi
+  args+=(--platform "$list" --build-arg "TARGETARCH=$(cut -d/ -f2 <<<"$list")")
   case "$e" in
     docker) run_engine docker build -f "$file" -t "$tag" "${args[@]}" "$context" ;;
-    podman) run_engine podman build --isolation chroot $(tls_flags "${refs[@]}") -f "$file" -t "$tag" "${args[@]}" "$context" ;;
-    buildah) run_engine buildah bud --isolation chroot $(tls_flags "${refs[@]}") -f "$file" -t "$tag" "${args[@]}" "$context" ;;
+    podman) forget podman "$tag"; run_engine podman build --isolation chroot $(tls_flags "${refs[@]}") -f "$file" -t "$tag" "${args[@]}" "$context" ;;
+    buildah) forget buildah "$tag"; run_engine buildah bud --isolation chroot $(tls_flags "${refs[@]}") -f "$file" -t "$tag" "${args[@]}" "$context" ;;
   esac
 }
 
 push() {
-  local tag=${1:?push: usage: push TAG} e
+  local platforms=linux/amd64 e list
+  if [[ ${1:-} == --platform ]]; then
+    platforms=${2:-}
+    shift 2
+  fi
+  local tag=${1:?push: usage: push [--platform PLATFORMS] TAG}
   [[ $tag == */* ]] || die "push: $tag names no registry: tag it <registry>/<repository>:<tag>"
+  list=$(platform_list "$platforms")
   e=$(engine)
   echo "image: $e push $tag" >&2
+  if [[ $list == *$'\n'* ]]; then
+    [[ $e != docker ]] || die "push: several platforms ($platforms) need podman or buildah; set CONTAINER_ENGINE"
+    run_engine "$e" manifest push --all --format oci $(tls_flags "$tag") "$tag" "docker://$tag"
+    return
+  fi
   case "$e" in
     docker) run_engine docker push "$tag" ;;
     podman | buildah) run_engine "$e" push $(tls_flags "$tag") "$tag" "docker://$tag" ;;
@@ -141,5 +187,5 @@ case "${1:-}" in
   engine) engine ;;
   build) shift; build "$@" ;;
   push) shift; push "$@" ;;
-  *) die "usage: hack/image.sh engine | build -f FILE -t TAG [--build-arg K=V]... CONTEXT | push TAG" ;;
+  *) die "usage: hack/image.sh engine | build [--platform PLATFORMS] -f FILE -t TAG [--build-arg K=V]... CONTEXT | push [--platform PLATFORMS] TAG" ;;
 esac

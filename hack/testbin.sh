@@ -5,7 +5,8 @@
 # Usage:
 #   hack/testbin.sh                 build every tool that is not cached yet (all but tflint)
 #   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes, kustomize,
-#                                   terraform, cluster-api, cert-manager, promtool, tflint)
+#                                   terraform, cluster-api, cert-manager, promtool, tflint,
+#                                   tofu-linux-arm64, terraform-linux-arm64, actionlint)
 #   hack/testbin.sh --rebuild TOOL  delete TOOL's cached directory first, then build it
 #   hack/testbin.sh --print-env     print KEY=PATH lines (no build; paths may not exist yet)
 #   hack/testbin.sh --list          print "tool version dir" lines (no build)
@@ -25,7 +26,11 @@
 #     cert-manager-v1.11.5/cert-manager.yaml   (its install manifest, rendered from its chart by
 #                                               hack/cert-manager-manifest.sh with that helm)
 #     promtool-v0.316.0/promtool
+#     tofu-v1.12.6-linux-arm64/tofu, terraform-v1.8.5-linux-arm64/terraform
+#                                (the runtimes for linux/arm64, GOARCH=arm64: the multi-platform
+#                                 test builds no-op module images for both platforms from them)
 #     tflint-v0.64.0/tflint      (only when named: `make bench` builds it, `make testbin` does not)
+#     actionlint-v1.7.12/actionlint  (only when named: `make lint` builds it)
 #   <version> is the version of the tool's main module as pinned in
 #   hack/testbin/<tool>/go.mod (the single source of truth; bump it there + `go mod tidy`).
 #
@@ -36,7 +41,8 @@
 #   CAPTF_TESTBIN_KUBEADM_CONTROL_PLANE_MANAGER, CAPTF_TESTBIN_CLUSTERCTL,
 #   CAPTF_TESTBIN_CERT_MANAGER_CONTROLLER, CAPTF_TESTBIN_CERT_MANAGER_CAINJECTOR,
 #   CAPTF_TESTBIN_CERT_MANAGER_WEBHOOK, CAPTF_TESTBIN_HELM, CAPTF_TESTBIN_CERT_MANAGER_MANIFEST,
-#   CAPTF_TESTBIN_PROMTOOL, CAPTF_TESTBIN_TFLINT
+#   CAPTF_TESTBIN_PROMTOOL, CAPTF_TESTBIN_TFLINT, CAPTF_TESTBIN_TOFU_LINUX_ARM64,
+#   CAPTF_TESTBIN_TERRAFORM_LINUX_ARM64, CAPTF_TESTBIN_ACTIONLINT
 #
 # Cluster API's CRDs and webhook manifests are not copied anywhere: the test environment reads
 # them from the pinned module in the Go module cache (`--module-dir cluster-api` prints it).
@@ -52,13 +58,30 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WRAPPERS="$ROOT/hack/testbin"
 TESTBIN="${CAPTF_TESTBIN:-$HOME/.cache/captf/testbin}"
-ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api cert-manager promtool) # build order: fastest useful first
+ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api cert-manager promtool tofu-linux-arm64 terraform-linux-arm64) # build order: fastest useful first
 # Tools built only when named: the peers `make bench` measures against. They stay out of the
 # default build, so `make testbin` (and CI's cold path) never builds them.
 BENCH_TOOLS=(tflint)
+# Tools `make lint` builds when it needs them: actionlint checks .github/.
+LINT_TOOLS=(actionlint)
+
+# A tool NAME-linux-arm64 is NAME built for linux/arm64 (GOARCH=arm64), into a directory of its
+# own; only the runtimes have one.
+base_of() {
+  case "$1" in
+    tofu-linux-arm64 | terraform-linux-arm64) echo "${1%-linux-arm64}" ;;
+    *) echo "$1" ;;
+  esac
+}
+
+# The GOARCH a tool is built for: empty for the machine's own.
+goarch_of() {
+  if [[ $1 == *-linux-arm64 ]]; then echo arm64; fi
+}
 
 # tool -> main module (its version names the directory)
 module_of() {
+  [[ $1 == "$(base_of "$1")" ]] || { module_of "$(base_of "$1")"; return; }
   case "$1" in
     tofu) echo github.com/opentofu/opentofu ;;
     crane) echo github.com/google/go-containerregistry ;;
@@ -70,13 +93,14 @@ module_of() {
     cert-manager) echo github.com/cert-manager/cert-manager ;;
     promtool) echo github.com/prometheus/prometheus ;;
     tflint) echo github.com/terraform-linters/tflint ;;
-    *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]} ${BENCH_TOOLS[*]})" >&2; return 1 ;;
+    actionlint) echo github.com/rhysd/actionlint ;;
+    *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]} ${BENCH_TOOLS[*]} ${LINT_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
 
 # tool -> "binary=package" pairs
 binaries_of() {
-  case "$1" in
+  case "$(base_of "$1")" in
     tofu) echo "tofu=github.com/opentofu/opentofu/cmd/tofu" ;;
     crane) echo "crane=github.com/google/go-containerregistry/cmd/crane" ;;
     etcd) echo "etcd=go.etcd.io/etcd/server/v3" ;;
@@ -98,6 +122,7 @@ binaries_of() {
       "helm=helm.sh/helm/v3/cmd/helm" ;;
     promtool) echo "promtool=github.com/prometheus/prometheus/cmd/promtool" ;;
     tflint) echo "tflint=github.com/terraform-linters/tflint" ;;
+    actionlint) echo "actionlint=github.com/rhysd/actionlint/cmd/actionlint" ;;
   esac
 }
 
@@ -107,14 +132,18 @@ version_of() {
   mod=$(module_of "$1")
   awk -v m="$mod" '
     $1 == "require" && $2 == m { print $3; exit }
-    $1 == m && $2 ~ /^v/ { print $2; exit }' "$WRAPPERS/$1/go.mod"
+    $1 == m && $2 ~ /^v/ { print $2; exit }' "$WRAPPERS/$(base_of "$1")/go.mod"
 }
 
-dir_of() { echo "$TESTBIN/$1-$(version_of "$1")"; }
+dir_of() {
+  local suffix=""
+  [[ -z $(goarch_of "$1") ]] || suffix=-linux-$(goarch_of "$1")
+  echo "$TESTBIN/$(base_of "$1")-$(version_of "$1")$suffix"
+}
 
 # The release's commit time as served by the proxy: a deterministic build date.
 release_date() {
-  (cd "$WRAPPERS/$1" && GOTOOLCHAIN=local GOWORK=off go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' "$(module_of "$1")")
+  (cd "$WRAPPERS/$(base_of "$1")" && GOTOOLCHAIN=local GOWORK=off go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' "$(module_of "$1")")
 }
 
 # The directory of the tool's pinned main module in the Go module cache (downloaded if needed).
@@ -125,7 +154,8 @@ module_dir() {
 
 # Extra -ldflags per tool (on top of -s -w).
 ldflags_of() {
-  local tool=$1 version
+  local tool version
+  tool=$(base_of "$1")
   version=$(version_of "$tool")
   case "$tool" in
     tofu)
@@ -222,11 +252,13 @@ build() {
   tmp=$(mktemp -d "$TESTBIN/.$tool.XXXXXX")
   # shellcheck disable=SC2064
   trap "rm -rf '$tmp'" EXIT
-  local ldflags
+  local ldflags goarch
   ldflags="-s -w $(ldflags_of "$tool")"
+  goarch=$(goarch_of "$tool")
   for pair in $(binaries_of "$tool"); do
     (
-      cd "$WRAPPERS/$tool"
+      cd "$WRAPPERS/$(base_of "$tool")"
+      [[ -z $goarch ]] || export GOARCH=$goarch
       CGO_ENABLED=0 GOTOOLCHAIN=local GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly -buildvcs=false" \
         nice -n 19 go build -trimpath -ldflags "$ldflags" -o "$tmp/${pair%%=*}" "${pair#*=}"
     )
@@ -240,14 +272,19 @@ build() {
   echo "testbin: $tool $(version_of "$tool") built in $((SECONDS - start))s, $((CPU - cpu))s of CPU ($dir)"
 }
 
-env_name() { local b=${1^^}; echo "CAPTF_TESTBIN_${b//-/_}"; }
+# The variable of a binary of a tool: CAPTF_TESTBIN_<BINARY>, with _LINUX_ARM64 for the arm64 tools.
+env_name() {
+  local b=${1^^}
+  [[ -z $(goarch_of "$2") ]] || b+=_LINUX_$(goarch_of "$2" | tr a-z A-Z)
+  echo "CAPTF_TESTBIN_${b//-/_}"
+}
 
 print_env() {
   local tool pair
   echo "CAPTF_TESTBIN=$TESTBIN"
-  for tool in "${ALL_TOOLS[@]}" "${BENCH_TOOLS[@]}"; do
+  for tool in "${ALL_TOOLS[@]}" "${BENCH_TOOLS[@]}" "${LINT_TOOLS[@]}"; do
     for pair in $(binaries_of "$tool"); do
-      echo "$(env_name "${pair%%=*}")=$(dir_of "$tool")/${pair%%=*}"
+      echo "$(env_name "${pair%%=*}" "$tool")=$(dir_of "$tool")/${pair%%=*}"
     done
   done
   echo "CAPTF_TESTBIN_CERT_MANAGER_MANIFEST=$(dir_of cert-manager)/cert-manager.yaml"
@@ -259,7 +296,7 @@ main() {
     case "$1" in
       --print-env) print_env; return ;;
       --module-dir) shift; module_of "${1:?--module-dir needs a tool}" >/dev/null; module_dir "$1"; return ;;
-      --list) for tool in "${ALL_TOOLS[@]}" "${BENCH_TOOLS[@]}"; do echo "$tool $(version_of "$tool") $(dir_of "$tool")"; done; return ;;
+      --list) for tool in "${ALL_TOOLS[@]}" "${BENCH_TOOLS[@]}" "${LINT_TOOLS[@]}"; do echo "$tool $(version_of "$tool") $(dir_of "$tool")"; done; return ;;
       --rebuild) rebuild=1 ;;
       -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; return ;;
       -*) echo "testbin: unknown option $1" >&2; return 2 ;;

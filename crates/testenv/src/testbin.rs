@@ -148,6 +148,38 @@ pub fn path(binary: &str) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// The runtimes `hack/testbin.sh` also builds for linux/arm64 (`<tool>-linux-arm64`), into
+/// `<tool>-<version>-linux-arm64/`.
+const ARM64_TOOLS: &[&str] = &["tofu", "terraform"];
+
+/// The path of a test binary built for `platform`: [`path`] for `linux/amd64` (the machine's
+/// own), the `linux/arm64` build of a runtime (`tofu`, `terraform`) for `linux/arm64`.
+pub fn path_for_platform(binary: &str, platform: &str) -> anyhow::Result<PathBuf> {
+    match platform {
+        "linux/amd64" => path(binary),
+        "linux/arm64" => {
+            let tool = TOOLS
+                .iter()
+                .find(|t| t.binaries.contains(&binary) && ARM64_TOOLS.contains(&t.name))
+                .ok_or_else(|| anyhow::anyhow!("no linux/arm64 build of {binary:?}"))?;
+            let version = version(tool.name)?;
+            let path = root()
+                .join(format!("{}-{version}-linux-arm64", tool.name))
+                .join(binary);
+            if path.is_file() {
+                Ok(path)
+            } else {
+                Err(anyhow::anyhow!(
+                    "test binary {} is missing: run `make testbin` (hack/testbin.sh {}-linux-arm64) to build it",
+                    path.display(),
+                    tool.name
+                ))
+            }
+        }
+        other => Err(anyhow::anyhow!("no test binaries for platform {other:?}")),
+    }
+}
+
 /// Go's module cache: `$GOMODCACHE`, else what `go env GOMODCACHE` says, else
 /// `$GOPATH/pkg/mod`, else `$HOME/go/pkg/mod` (Go's own default).
 pub fn go_mod_cache() -> PathBuf {

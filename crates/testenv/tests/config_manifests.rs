@@ -505,7 +505,13 @@ fn the_release_workflow_pins_its_actions_and_asks_for_least_permissions() {
     }
     let workflow = std::fs::read_to_string(root.join(".github/workflows/release.yaml")).unwrap();
     let doc: Value = serde_saphyr::from_str(&workflow).unwrap();
-    assert_eq!(doc["permissions"], serde_json::json!({"contents": "read"}));
+    assert_eq!(doc["permissions"], serde_json::json!({}));
+    for (name, job) in doc["jobs"].as_object().unwrap() {
+        assert!(
+            job["permissions"].is_object(),
+            "job {name} sets its own permissions"
+        );
+    }
     let runners: Vec<&Value> = doc["jobs"]["tfcapi-lint"]["strategy"]["matrix"]["include"]
         .as_array()
         .unwrap()
@@ -520,4 +526,16 @@ fn the_release_workflow_pins_its_actions_and_asks_for_least_permissions() {
         doc["jobs"]["release"]["permissions"]["contents"], "write",
         "only the release job writes the release"
     );
+    // The images are published for both platforms the make targets build.
+    let build = doc["jobs"]["images"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["run"]
+                .as_str()
+                .is_some_and(|r| r.contains("make docker-build"))
+        })
+        .unwrap();
+    assert_eq!(build["env"]["PLATFORMS"], "linux/amd64,linux/arm64");
 }

@@ -304,6 +304,8 @@ enum PendingLayer {
 pub struct ImageBuilder {
     layers: Vec<PendingLayer>,
     config: ImageConfig,
+    /// The config's `architecture`; `amd64` when unset.
+    architecture: Option<String>,
 }
 
 impl ImageBuilder {
@@ -340,6 +342,13 @@ impl ImageBuilder {
             .env
             .get_or_insert_with(Vec::new)
             .push(format!("{key}={value}"));
+        self
+    }
+
+    /// The platform's architecture the config names (`amd64` unless set).
+    #[must_use]
+    pub fn architecture(mut self, architecture: &str) -> Self {
+        self.architecture = Some(architecture.to_owned());
         self
     }
 
@@ -403,7 +412,7 @@ impl ImageBuilder {
         }
         let config = json!({
             "created": "1970-01-01T00:00:00Z",
-            "architecture": "amd64",
+            "architecture": self.architecture.as_deref().unwrap_or("amd64"),
             "os": "linux",
             "config": self.config,
             "rootfs": {
@@ -755,6 +764,67 @@ pub struct RuntimeBaseImages {
     pub terraform: String,
     /// The Terraform version.
     pub terraform_version: String,
+}
+
+/// Pushes the [`RuntimeBaseImages`] to `registry` (`host:port`), each an index of one image per
+/// platform in `platforms` (`linux/amd64`, `linux/arm64`), as the upstream images are; the
+/// runtimes come from the test binaries built for each platform
+/// ([`crate::testbin::path_for_platform`]).
+pub async fn push_multi_platform_runtime_base_images(
+    registry: &str,
+    platforms: &[&str],
+) -> anyhow::Result<RuntimeBaseImages> {
+    let bases = runtime_base_images(registry)?;
+    for (binary, path, reference) in [
+        ("tofu", "/usr/local/bin/tofu", &bases.tofu),
+        ("terraform", "/bin/terraform", &bases.terraform),
+    ] {
+        let (repository, tag) = reference
+            .strip_prefix(&format!("{registry}/"))
+            .and_then(|r| r.rsplit_once(':'))
+            .context("a base image reference")?;
+        let mut images = Vec::new();
+        for platform in platforms {
+            let arch = platform
+                .strip_prefix("linux/")
+                .with_context(|| format!("platform {platform:?} is not linux/<arch>"))?;
+            let mut layer = Layer::new();
+            layer.host_file(
+                path,
+                crate::testbin::path_for_platform(binary, platform)?,
+                0o755,
+            );
+            let image = ImageBuilder::new()
+                .architecture(arch)
+                .layer(layer)
+                .entrypoint([path])
+                .push(registry, repository, &format!("{tag}-{arch}"))
+                .await
+                .with_context(|| format!("pushing the {binary} base image for {platform}"))?;
+            images.push((image, *platform));
+        }
+        let entries: Vec<(&Reference, &str)> = images.iter().map(|(r, p)| (r, *p)).collect();
+        push_index(registry, repository, tag, &entries).await?;
+    }
+    Ok(bases)
+}
+
+/// The references and versions of the runtime base images in `registry`.
+fn runtime_base_images(registry: &str) -> anyhow::Result<RuntimeBaseImages> {
+    let tofu_version = crate::testbin::version("tofu")?;
+    let terraform_version = crate::testbin::version("terraform")?;
+    Ok(RuntimeBaseImages {
+        tofu: format!(
+            "{registry}/opentofu/opentofu:{}-minimal",
+            tofu_version.trim_start_matches('v')
+        ),
+        tofu_version: tofu_version.trim_start_matches('v').to_owned(),
+        terraform: format!(
+            "{registry}/hashicorp/terraform:{}",
+            terraform_version.trim_start_matches('v')
+        ),
+        terraform_version: terraform_version.trim_start_matches('v').to_owned(),
+    })
 }
 
 /// Pushes the [`RuntimeBaseImages`] to `registry` (`host:port`).
