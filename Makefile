@@ -34,8 +34,17 @@ PLATFORMS ?= linux/amd64
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
 
-quickstart: testbin runner-static-dev ## The book's Quick Start with Cluster API's real controllers, then the delete (KEEP=1 keeps it running).
-	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv -p captf-e2e --bins
+# The test binaries the Quick Start runs (not Terraform, cert-manager, promtool or the arm64
+# runtimes, which only tests use), built by Go beside the Rust build: the two overlap on the
+# machine's cores, and both print their progress.
+QUICKSTART_TOOLS := tofu crane etcd kubernetes cluster-api
+
+quickstart: ## The book's Quick Start with Cluster API's real controllers, then the delete (KEEP=1 keeps it running).
+	@echo "quickstart: building the test binaries it needs ($(QUICKSTART_TOOLS)) from source beside CAPTF's Rust build"
+	hack/testbin.sh $(QUICKSTART_TOOLS) & testbin=$$!; rc=0; \
+	{ $(STATIC) $(CARGO) build --locked -p manager -p webhook -p runner --target $(RUNNER_TARGET) && \
+	  $(CARGO) build --locked -p manager -p webhook -p captf-testenv -p captf-e2e --bins; } || rc=$$?; \
+	wait $$testbin || rc=$$?; exit $$rc
 	$(BIN_DIR)/debug/quickstart
 
 # two-clones runs last, after unit, even under -j: it lends this checkout's target/ to its clones.

@@ -62,8 +62,12 @@ fn main() -> ExitCode {
                 f.delete.as_secs_f64()
             ));
             if keep {
+                // clusterctl is the one `make quickstart` built, in the test binaries' cache: the
+                // command names it by its path so that it works as printed.
+                let clusterctl = testenv::testbin::path("clusterctl")
+                    .map_or_else(|_| "clusterctl".to_owned(), |p| p.display().to_string());
                 println!(
-                    "\nKEEP=1: everything keeps running until Ctrl-C. Look around with\n  export KUBECONFIG={}\n  kubectl get clusters,machines,terraformclusters,terraformmachines -n team-a\n  clusterctl describe cluster my-cluster -n team-a",
+                    "\nKEEP=1: everything keeps running until Ctrl-C. Look around with\n  export KUBECONFIG={}\n  kubectl get clusters,machines,terraformclusters,terraformmachines -n team-a\n  {clusterctl} describe cluster my-cluster -n team-a",
                     suite.env.endpoints().kubeconfig.display()
                 );
                 let _ = runtime.block_on(tokio::signal::ctrl_c());
