@@ -171,10 +171,14 @@ where
                 settings.role,
                 args.runtime.into(),
             );
+            let source = std::env::current_dir()
+                .ok()
+                .map(|cwd| crate::sarif::SourceRoot::for_module(&cwd, &args.dir));
             emit(
                 &Report::new(findings, &settings.allowed),
                 &args.common,
                 settings.strict,
+                source.as_ref(),
                 out,
             )
         }
@@ -198,6 +202,7 @@ where
                 &Report::new(findings, &settings.allowed),
                 &args.common,
                 settings.strict,
+                None,
                 out,
             )
         }
@@ -279,7 +284,13 @@ fn allowed_warnings(common: &CommonArgs, err: &mut dyn Write) -> Option<BTreeSet
     Some(allowed)
 }
 
-fn emit(report: &Report, common: &CommonArgs, strict: bool, out: &mut dyn Write) -> i32 {
+fn emit(
+    report: &Report,
+    common: &CommonArgs,
+    strict: bool,
+    source: Option<&crate::sarif::SourceRoot>,
+    out: &mut dyn Write,
+) -> i32 {
     let format = if common.json {
         Format::Json
     } else {
@@ -288,7 +299,7 @@ fn emit(report: &Report, common: &CommonArgs, strict: bool, out: &mut dyn Write)
     let text = match format {
         Format::Text => report.to_text(),
         Format::Json => report.to_json(),
-        Format::Sarif => report.to_sarif(),
+        Format::Sarif => report.to_sarif(source),
     };
     let _ = out.write_all(text.as_bytes());
     report.exit_code(strict)

@@ -259,7 +259,7 @@ impl Report {
     }
 
     /// A SARIF 2.1.0 log with one run: every check as a rule, every finding as a result.
-    pub fn to_sarif(&self) -> String {
-        crate::sarif::render(self)
+    pub fn to_sarif(&self, source: Option<&crate::sarif::SourceRoot>) -> String {
+        crate::sarif::render(self, source)
     }
 }

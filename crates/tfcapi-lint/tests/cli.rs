@@ -3,7 +3,8 @@
 
 #![allow(clippy::unwrap_used)] // Test helpers: a failed setup step should fail the test.
 
-use serde_json::Value;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -372,11 +373,69 @@ fn sarif_report_has_rules_and_located_results() {
     let index = result["ruleIndex"].as_u64().unwrap() as usize;
     assert_eq!(rules[index]["id"], "module/backend");
     let location = &result["locations"][0]["physicalLocation"];
+    // Relative to the repository that holds the module, as code scanning resolves it.
+    let repo = Path::new(&dir)
+        .ancestors()
+        .find(|a| a.join(".git").exists())
+        .unwrap();
+    let relative = Path::new(&dir).strip_prefix(repo).unwrap();
     assert_eq!(
-        location["artifactLocation"]["uri"],
-        format!("{dir}/versions.tf")
+        location["artifactLocation"],
+        json!({"uri": format!("{}/versions.tf", relative.display()), "uriBaseId": "%SRCROOT%"})
+    );
+    assert_eq!(
+        run["originalUriBaseIds"]["%SRCROOT%"]["uri"],
+        format!("file://{}/", repo.display())
     );
     assert_eq!(location["region"]["startLine"], 6);
+}
+
+/// A module linted from anywhere in a repository is located relative to the repository's root,
+/// the same from its root, from inside the module and by an absolute path.
+#[test]
+fn sarif_locations_are_relative_to_the_repository_wherever_it_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let module = repo.join("infra/modules/machine");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::create_dir_all(&module).unwrap();
+    for f in std::fs::read_dir(bad("module-backend")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), module.join(f.file_name())).unwrap();
+    }
+    let absolute = module.display().to_string();
+    for (cwd, dir) in [
+        (repo.clone(), "infra/modules/machine"),
+        (module.clone(), "."),
+        (repo.join("infra"), "./modules/../modules/machine"),
+        (tmp.path().to_path_buf(), absolute.as_str()),
+    ] {
+        let out = bin()
+            .args(["module", "--role", "cluster", "--format", "sarif", dir])
+            .current_dir(&cwd)
+            .output()
+            .unwrap();
+        let log: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let run = &log["runs"][0];
+        let uris: BTreeSet<String> = run["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let a = &r["locations"][0]["physicalLocation"]["artifactLocation"];
+                assert_eq!(a["uriBaseId"], "%SRCROOT%", "{cwd:?} {dir}");
+                a["uri"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        assert!(
+            uris.contains("infra/modules/machine/versions.tf"),
+            "{cwd:?} {dir}: {uris:?}"
+        );
+        assert_eq!(
+            run["originalUriBaseIds"]["%SRCROOT%"]["uri"],
+            format!("file://{}/", repo.display())
+        );
+    }
 }
 
 #[test]
