@@ -29,7 +29,7 @@ PLATFORMS ?= linux/amd64
 
 .PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit chaos fuzz bench scale crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
-	testenv-deps pre-commit-tool mdbook-tool cross-deps static-dev-arm64 actionlint
+	testenv-deps pre-commit-tool mdbook-tool cross-deps static-dev-arm64 actionlint release-snapshot
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -139,7 +139,7 @@ runner-static: ## Build the static runner (release) that the runner image ships.
 runner-static-dev:
 	$(STATIC) $(CARGO) build --locked -p manager -p webhook -p runner --target $(RUNNER_TARGET)
 
-# The multi-platform test (crates/e2e/tests/multiarch.rs) builds images and tfcapi-lint for
+# The multi-platform test (crates/e2e/tests/release_snapshot.rs) builds images and tfcapi-lint for
 # linux/arm64 too: built here, before the test lanes start, with the same package sets as
 # static-binaries and release-lint, so the test's make runs find them built. It also runs them
 # under qemu-user.
@@ -252,6 +252,19 @@ manifests-release: ## Render a clusterctl repository into RELEASE_DIR for RELEAS
 	@test -x "$(KUSTOMIZE)" || hack/testbin.sh kustomize
 	RELEASE_DIR='$(RELEASE_DIR)' RELEASE_IMG='$(RELEASE_IMG)' RELEASE_WEBHOOK_IMG='$(RELEASE_WEBHOOK_IMG)' \
 	  RELEASE_RUNNER_IMG='$(RELEASE_RUNNER_IMG)' VERSION='$(VERSION)' KUSTOMIZE='$(KUSTOMIZE)' hack/manifests-release.sh
+
+# A release cut on this machine (hack/release-snapshot.sh): every image for both platforms pushed to
+# SNAPSHOT_REGISTRY and signed, and into SNAPSHOT_DIR the clusterctl repository, the Linux tfcapi-lint
+# assets, an SBOM per binary and platform, images.txt, checksums.txt and its signature.
+SNAPSHOT_PLATFORMS ?= linux/amd64,linux/arm64
+SNAPSHOT_DIR ?= out/release-snapshot/infrastructure-terraform/$(VERSION)
+SNAPSHOT_REGISTRY ?=
+COSIGN_KEY ?=
+
+release-snapshot: ## Cut a signed release into SNAPSHOT_DIR and SNAPSHOT_REGISTRY (VERSION=vX.Y.Z, COSIGN_KEY and COSIGN_PASSWORD; SNAPSHOT_PLATFORMS).
+	DIR='$(SNAPSHOT_DIR)' REGISTRY='$(SNAPSHOT_REGISTRY)' VERSION='$(VERSION)' PLATFORMS='$(SNAPSHOT_PLATFORMS)' \
+	  COSIGN_KEY='$(COSIGN_KEY)' IMAGE_PROFILE='$(IMAGE_PROFILE)' LINT_PROFILE='$(LINT_PROFILE)' MAKE='$(MAKE)' \
+	  hack/release-snapshot.sh
 
 # tfcapi-lint release assets: the Linux ones build here (PLATFORMS); .github/workflows/release.yaml
 # builds the macOS and Windows ones on their own runners. LINT_PROFILE=dev is for quick tests.

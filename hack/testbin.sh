@@ -6,7 +6,7 @@
 #   hack/testbin.sh                 build every tool that is not cached yet (all but tflint)
 #   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes, kustomize,
 #                                   terraform, cluster-api, cert-manager, promtool, tflint,
-#                                   tofu-linux-arm64, terraform-linux-arm64, actionlint)
+#                                   tofu-linux-arm64, terraform-linux-arm64, actionlint, cosign)
 #   hack/testbin.sh --rebuild TOOL  delete TOOL's cached directory first, then build it
 #   hack/testbin.sh --print-env     print KEY=PATH lines (no build; paths may not exist yet)
 #   hack/testbin.sh --list          print "tool version dir" lines (no build)
@@ -31,6 +31,7 @@
 #                                 test builds no-op module images for both platforms from them)
 #     tflint-v0.64.0/tflint      (only when named: `make bench` builds it, `make testbin` does not)
 #     actionlint-v1.7.12/actionlint  (only when named: `make lint` builds it)
+#     cosign-v2.6.5/cosign       (only when named: `make release-snapshot` builds it)
 #   <version> is the version of the tool's main module as pinned in
 #   hack/testbin/<tool>/go.mod (the single source of truth; bump it there + `go mod tidy`).
 #
@@ -42,7 +43,7 @@
 #   CAPTF_TESTBIN_CERT_MANAGER_CONTROLLER, CAPTF_TESTBIN_CERT_MANAGER_CAINJECTOR,
 #   CAPTF_TESTBIN_CERT_MANAGER_WEBHOOK, CAPTF_TESTBIN_HELM, CAPTF_TESTBIN_CERT_MANAGER_MANIFEST,
 #   CAPTF_TESTBIN_PROMTOOL, CAPTF_TESTBIN_TFLINT, CAPTF_TESTBIN_TOFU_LINUX_ARM64,
-#   CAPTF_TESTBIN_TERRAFORM_LINUX_ARM64, CAPTF_TESTBIN_ACTIONLINT
+#   CAPTF_TESTBIN_TERRAFORM_LINUX_ARM64, CAPTF_TESTBIN_ACTIONLINT, CAPTF_TESTBIN_COSIGN
 #
 # Cluster API's CRDs and webhook manifests are not copied anywhere: the test environment reads
 # them from the pinned module in the Go module cache (`--module-dir cluster-api` prints it).
@@ -62,8 +63,9 @@ ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api cert-manag
 # Tools built only when named: the peers `make bench` measures against. They stay out of the
 # default build, so `make testbin` (and CI's cold path) never builds them.
 BENCH_TOOLS=(tflint)
-# Tools `make lint` builds when it needs them: actionlint checks .github/.
-LINT_TOOLS=(actionlint)
+# Tools built when a target needs them: actionlint checks .github/ (`make lint`); cosign signs and
+# verifies what `make release-snapshot` publishes.
+LINT_TOOLS=(actionlint cosign)
 
 # A tool NAME-linux-arm64 is NAME built for linux/arm64 (GOARCH=arm64), into a directory of its
 # own; only the runtimes have one.
@@ -94,6 +96,7 @@ module_of() {
     promtool) echo github.com/prometheus/prometheus ;;
     tflint) echo github.com/terraform-linters/tflint ;;
     actionlint) echo github.com/rhysd/actionlint ;;
+    cosign) echo github.com/sigstore/cosign/v2 ;;
     *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]} ${BENCH_TOOLS[*]} ${LINT_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
@@ -123,6 +126,7 @@ binaries_of() {
     promtool) echo "promtool=github.com/prometheus/prometheus/cmd/promtool" ;;
     tflint) echo "tflint=github.com/terraform-linters/tflint" ;;
     actionlint) echo "actionlint=github.com/rhysd/actionlint/cmd/actionlint" ;;
+    cosign) echo "cosign=github.com/sigstore/cosign/v2/cmd/cosign" ;;
   esac
 }
 
@@ -191,6 +195,9 @@ ldflags_of() {
       minor=${version#v*.}; minor=${minor%%.*}
       echo "-X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor" \
         "-X $pkg.gitTreeState=clean -X $pkg.buildDate=$(release_date "$tool")" ;;
+    cosign)
+      # Without it `cosign version` reports "devel".
+      echo "-X sigs.k8s.io/release-utils/version.gitVersion=$version" ;;
     promtool)
       # Prometheus 3.M.P is published as Go module v0.(300+M).P; without this `promtool
       # --version` reports an empty version.

@@ -1,0 +1,446 @@
+//! The release snapshot (issue 30 items 1 and 2; the book's Installation page, "Platforms" and
+//! "Release snapshot"): `make release-snapshot` cuts a release on this x86-64 machine, for
+//! linux/amd64 and linux/arm64, into a folder and the test registry, and every part of it is
+//! checked as a user on either platform meets it.
+//!
+//! 1. The Linux tfcapi-lint assets verify against their checksum file, are static binaries of
+//!    their architecture, and `version --json` runs — the arm64 one under Debian's qemu-user.
+//! 2. The manager, webhook and runner images are OCI indexes of exactly both platforms; each
+//!    platform's image names its architecture, holds a static binary of it, and that binary's
+//!    `--version` runs.
+//! 3. The no-op module images, built on runtime base images that are indexes as upstream's are,
+//!    are indexes too; `tfcapi-lint image --all-platforms --strict` (the release asset of step 1)
+//!    passes on each of the six, and each platform's `/captf/runtime` reports its own platform.
+//! 4. Each binary has an SPDX SBOM per platform whose checksum is that of the binary the image or
+//!    asset ships; `checksums.txt` covers every file; `images.txt` names every image by digest;
+//!    cosign verifies every image and the checksum file with the snapshot's `cosign.pub`, and
+//!    refuses a checksum file changed after signing.
+//!
+//! Needs the test binaries (`make testbin`: crane, and tofu and terraform for linux/arm64), the
+//! linux/arm64 builds and qemu-user (`make static-dev-arm64`), cosign (`make release-snapshot`
+//! builds it from the Go module proxy) and a container engine or Debian's buildah (the make
+//! targets install buildah).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use anyhow::{Context as _, bail, ensure};
+use serde_json::Value;
+
+const PLATFORMS: &str = "linux/amd64,linux/arm64";
+const BOTH: [&str; 2] = ["linux/amd64", "linux/arm64"];
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// Runs `cmd`, failing with its output when it fails.
+fn run(cmd: &mut Command) -> anyhow::Result<Output> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(out)
+}
+
+/// The ELF machine of the executable at `path`: `amd64` (EM_X86_64) or `arm64` (EM_AARCH64), and
+/// whether it is static (no `PT_INTERP` program header).
+fn elf(path: &Path) -> anyhow::Result<(&'static str, bool)> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    ensure!(
+        bytes.len() > 64 && bytes.starts_with(b"\x7fELF") && bytes[4] == 2 && bytes[5] == 1,
+        "{} is not a 64-bit little-endian ELF file",
+        path.display()
+    );
+    let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]);
+    let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
+    let machine = match u16_at(18) {
+        62 => "amd64",
+        183 => "arm64",
+        other => bail!("{} has ELF machine {other}", path.display()),
+    };
+    let (phoff, phentsize, phnum) = (u64_at(32) as usize, u16_at(54) as usize, u16_at(56));
+    let interp = (0..usize::from(phnum)).any(|i| {
+        let o = phoff + i * phentsize;
+        bytes.len() >= o + 4 && u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap()) == 3
+    });
+    Ok((machine, !interp))
+}
+
+/// Runs the executable at `path` built for `platform`: directly for linux/amd64, under
+/// qemu-user for linux/arm64, with an empty environment (the machine's `TF_CLI_CONFIG_FILE`, for
+/// one, would add a warning to a runtime's output). Returns its standard output.
+fn run_for(platform: &str, path: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let mut cmd = if platform == "linux/arm64" {
+        let mut c = Command::new("qemu-aarch64-static");
+        c.arg(path);
+        c
+    } else {
+        Command::new(path)
+    };
+    let out = run(cmd.args(args).env_clear())?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Asserts that the executable at `path` is a static binary for `platform`.
+fn check_binary(platform: &str, path: &Path) -> anyhow::Result<()> {
+    let (machine, is_static) = elf(path)?;
+    ensure!(
+        Some(machine) == platform.strip_prefix("linux/"),
+        "{} is built for {machine}, not {platform}",
+        path.display()
+    );
+    ensure!(is_static, "{} is not static", path.display());
+    Ok(())
+}
+
+/// `crane ARGS --insecure` against the test registry.
+fn crane(args: &[&str]) -> anyhow::Result<Vec<u8>> {
+    let crane = testenv::testbin::path("crane")?;
+    Ok(run(Command::new(crane).args(args).arg("--insecure"))?.stdout)
+}
+
+/// Asserts that `reference` is an OCI index of exactly one image per platform in [`BOTH`], each of
+/// whose configs names its platform.
+fn check_index(reference: &str) -> anyhow::Result<()> {
+    let index: Value = serde_json::from_slice(&crane(&["manifest", reference])?)?;
+    ensure!(
+        index["mediaType"] == "application/vnd.oci.image.index.v1+json",
+        "{reference} is not an OCI index: {index:#}"
+    );
+    let mut platforms: Vec<String> = index["manifests"]
+        .as_array()
+        .context("manifests")?
+        .iter()
+        .map(|m| {
+            format!(
+                "{}/{}",
+                m["platform"]["os"].as_str().unwrap_or_default(),
+                m["platform"]["architecture"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    platforms.sort();
+    ensure!(platforms == BOTH, "{reference} publishes {platforms:?}");
+    for platform in BOTH {
+        let config: Value =
+            serde_json::from_slice(&crane(&["config", "--platform", platform, reference])?)?;
+        ensure!(
+            format!("{}/{}", config["os"], config["architecture"]).replace('"', "") == platform,
+            "{reference}'s {platform} image has the config of {}/{}",
+            config["os"],
+            config["architecture"]
+        );
+    }
+    Ok(())
+}
+
+/// Exports `platform`'s root filesystem of `reference` into `dir` and returns `dir/path`.
+fn export_file(reference: &str, platform: &str, dir: &Path, path: &str) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let tar = dir.join("rootfs.tar");
+    crane(&[
+        "export",
+        "--platform",
+        platform,
+        reference,
+        &tar.display().to_string(),
+    ])?;
+    run(Command::new("tar").arg("-xf").arg(&tar).arg("-C").arg(dir))?;
+    std::fs::remove_file(&tar)?;
+    Ok(dir.join(path.trim_start_matches('/')))
+}
+
+/// The path of a test binary `hack/testbin.sh` builds on demand (cosign), built if missing.
+fn testbin_on_demand(tool: &str) -> anyhow::Result<PathBuf> {
+    let script = repo_root().join("hack/testbin.sh");
+    run(Command::new(&script).arg(tool))?;
+    let env = run(Command::new(&script).arg("--print-env"))?;
+    let key = format!("CAPTF_TESTBIN_{}=", tool.to_uppercase());
+    String::from_utf8_lossy(&env.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix(&key).map(PathBuf::from))
+        .with_context(|| format!("hack/testbin.sh --print-env names no {key}"))
+}
+
+/// A cut snapshot: its folder and the cosign that signed it.
+struct Snapshot {
+    dir: PathBuf,
+    cosign: PathBuf,
+}
+
+const PASSWORD: &str = "snapshot-test";
+
+/// `make release-snapshot` of v0.1.0 into `tmp` and `registry`, signed with a key made here.
+async fn cut(tmp: &Path, registry: &str) -> anyhow::Result<Snapshot> {
+    let cosign = testbin_on_demand("cosign")?;
+    run(Command::new(&cosign)
+        .args(["generate-key-pair", "--output-key-prefix"])
+        .arg(tmp.join("cosign"))
+        .env("COSIGN_PASSWORD", PASSWORD))?;
+    let bases = testenv::image::push_multi_platform_runtime_base_images(registry, &BOTH).await?;
+    let dir = tmp.join("release/infrastructure-terraform/v0.1.0");
+    let started = std::time::Instant::now();
+    run(Command::new("make")
+        .args(["--no-print-directory", "release-snapshot", "VERSION=v0.1.0"])
+        .arg(format!("SNAPSHOT_DIR={}", dir.display()))
+        .arg(format!("SNAPSHOT_REGISTRY={registry}/you"))
+        .arg(format!("COSIGN_KEY={}", tmp.join("cosign.key").display()))
+        .arg(format!("SNAPSHOT_PLATFORMS={PLATFORMS}"))
+        .args(["IMAGE_PROFILE=dev", "LINT_PROFILE=dev"])
+        .arg(format!("TERRAFORM_IMAGE={}", bases.terraform))
+        .arg(format!("TOFU_IMAGE={}", bases.tofu))
+        .env("COSIGN_PASSWORD", PASSWORD)
+        .env("IMAGE_STORAGE_ROOT", tmp.join("store"))
+        .current_dir(repo_root()))?;
+    eprintln!(
+        "e2e figures: make release-snapshot (dev profile, both platforms) took {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(Snapshot { dir, cosign })
+}
+
+fn sha256_file(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)))
+}
+
+/// The snapshot's SBOM of `binary` for `platform` describes the file at `shipped`: its checksum,
+/// the release version, and the crates linked into it.
+fn check_sbom(dir: &Path, binary: &str, platform: &str, shipped: &Path) -> anyhow::Result<()> {
+    let arch = platform.strip_prefix("linux/").unwrap();
+    let path = dir.join(format!("{binary}-linux-{arch}.spdx.json"));
+    let doc: Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+    ensure!(doc["spdxVersion"] == "SPDX-2.3", "{}", path.display());
+    let packages = doc["packages"].as_array().context("packages")?;
+    let root = &packages[0];
+    ensure!(
+        root["name"] == binary
+            && root["versionInfo"] == "v0.1.0"
+            && root["checksums"][0]["checksumValue"] == sha256_file(shipped)?.as_str(),
+        "{}: the SBOM does not describe the shipped binary: {root:#}",
+        path.display()
+    );
+    ensure!(
+        packages.iter().any(|p| p["name"] == "serde_json")
+            && !packages.iter().any(|p| p["name"] == "proptest"),
+        "{}: not the crates linked into {binary}",
+        path.display()
+    );
+    Ok(())
+}
+
+/// Step 1: the Linux tfcapi-lint assets of both platforms and their checksum file. Returns the
+/// linux/amd64 asset.
+fn lint_assets(dir: &Path) -> anyhow::Result<PathBuf> {
+    run(Command::new("sha256sum")
+        .args(["--check", "--strict", "tfcapi-lint-checksums.txt"])
+        .current_dir(dir))?;
+    let sums = std::fs::read_to_string(dir.join("tfcapi-lint-checksums.txt"))?;
+    for platform in BOTH {
+        let arch = platform.strip_prefix("linux/").unwrap();
+        let asset = dir.join(format!("tfcapi-lint-linux-{arch}"));
+        ensure!(
+            sums.contains(&format!("tfcapi-lint-linux-{arch}\n")),
+            "{sums}"
+        );
+        check_binary(platform, &asset)?;
+        let version: Value =
+            serde_json::from_str(&run_for(platform, &asset, &["version", "--json"])?)?;
+        ensure!(
+            version["name"] == "tfcapi-lint" && version["version"] == env!("CARGO_PKG_VERSION"),
+            "{platform}: {version}"
+        );
+        check_sbom(dir, "tfcapi-lint", platform, &asset)?;
+    }
+    Ok(dir.join("tfcapi-lint-linux-amd64"))
+}
+
+/// Step 2: the manager, webhook and runner images for both platforms.
+fn provider_images(tmp: &Path, dir: &Path, registry: &str) -> anyhow::Result<()> {
+    let img = format!("{registry}/you/cluster-api-provider-terraform:v0.1.0");
+    // The clusterctl repository names these images.
+    let components = std::fs::read_to_string(dir.join("infrastructure-components.yaml"))?;
+    ensure!(components.contains(&format!("image: {img}")), "{img}");
+    for (suffix, binary, version) in [
+        ("", "manager", "manager v"),
+        ("-webhook", "webhook", "webhook "),
+        ("-runner", "runner", "runner "),
+    ] {
+        let reference = img.replace(":v0.1.0", &format!("{suffix}:v0.1.0"));
+        check_index(&reference)?;
+        for platform in BOTH {
+            let into = tmp.join(format!("{binary}-{}", platform.replace('/', "-")));
+            let path = export_file(&reference, platform, &into, binary)?;
+            check_binary(platform, &path)?;
+            let out = run_for(platform, &path, &["--version"])?;
+            ensure!(
+                out.starts_with(&format!("{version}{}", env!("CARGO_PKG_VERSION"))),
+                "{platform} {binary} --version: {out}"
+            );
+            check_sbom(dir, binary, platform, &path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Step 3: the no-op module images for both platforms, linted with the release asset `lint`.
+fn noop_images(tmp: &Path, registry: &str, lint: &Path) -> anyhow::Result<()> {
+    for role in ["cluster", "machine", "machinepool"] {
+        for runtime in ["terraform", "opentofu"] {
+            let reference = format!("{registry}/you/noop-{role}:v0.1.0-{runtime}");
+            check_index(&reference)?;
+            let out = Command::new(lint)
+                .args([
+                    "image",
+                    "--role",
+                    role,
+                    "--strict",
+                    "--all-platforms",
+                    "--insecure",
+                ])
+                .arg(&reference)
+                .output()?;
+            ensure!(
+                out.status.success(),
+                "tfcapi-lint image --all-platforms {reference}:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    // Each platform's runtime is the one built for it, and runs there.
+    for (runtime, tool) in [("terraform", "terraform"), ("opentofu", "tofu")] {
+        let version = testenv::testbin::version(tool)?;
+        let reference = format!("{registry}/you/noop-machine:v0.1.0-{runtime}");
+        for platform in BOTH {
+            let into = tmp.join(format!("noop-{runtime}-{}", platform.replace('/', "-")));
+            let path = export_file(&reference, platform, &into, "/captf/runtime")?;
+            check_binary(platform, &path)?;
+            let out: Value =
+                serde_json::from_str(&run_for(platform, &path, &["version", "-json"])?)?;
+            ensure!(
+                out["terraform_version"] == version.trim_start_matches('v')
+                    && out["platform"] == platform.replace('/', "_"),
+                "{platform} {runtime} version -json: {out}"
+            );
+            std::fs::remove_dir_all(&into)?;
+        }
+    }
+    Ok(())
+}
+
+/// Step 4: checksums, digests and signatures.
+fn signatures(snapshot: &Snapshot, registry: &str) -> anyhow::Result<()> {
+    let dir = &snapshot.dir;
+    run(Command::new("sha256sum")
+        .args(["--check", "--strict", "checksums.txt"])
+        .current_dir(dir))?;
+    let sums = std::fs::read_to_string(dir.join("checksums.txt"))?;
+    let listed: std::collections::BTreeSet<&str> = sums
+        .lines()
+        .filter_map(|l| l.split_once("  ").map(|(_, f)| f))
+        .collect();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if !["checksums.txt", "checksums.txt.sig", "cosign.pub"].contains(&name.as_str()) {
+            ensure!(
+                listed.contains(name.as_str()),
+                "checksums.txt misses {name}"
+            );
+        }
+    }
+    let images = std::fs::read_to_string(dir.join("images.txt"))?;
+    ensure!(images.lines().count() == 9, "{images}");
+    let pubkey = dir.join("cosign.pub");
+    for image in images.lines() {
+        ensure!(
+            image.starts_with(&format!("{registry}/you/")) && image.contains("@sha256:"),
+            "{image}"
+        );
+        run(Command::new(&snapshot.cosign)
+            .args([
+                "verify",
+                "--insecure-ignore-tlog",
+                "--allow-insecure-registry",
+                "--key",
+            ])
+            .arg(&pubkey)
+            .arg(image))
+        .with_context(|| format!("cosign verify {image}"))?;
+    }
+    let verify_blob = |file: &Path| {
+        Command::new(&snapshot.cosign)
+            .args(["verify-blob", "--insecure-ignore-tlog", "--key"])
+            .arg(&pubkey)
+            .arg("--signature")
+            .arg(dir.join("checksums.txt.sig"))
+            .arg(file)
+            .output()
+    };
+    let out = verify_blob(&dir.join("checksums.txt"))?;
+    ensure!(
+        out.status.success(),
+        "cosign verify-blob checksums.txt: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A checksum file changed after signing is refused.
+    let changed = dir.with_file_name("checksums-changed.txt");
+    std::fs::write(&changed, sums.replacen(&sums[..1], "0", 1))?;
+    ensure!(
+        !verify_blob(&changed)?.status.success(),
+        "cosign verified a changed checksum file"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_release_snapshot_builds_signs_and_runs_for_linux_amd64_and_linux_arm64() {
+    let tmp = tempfile::Builder::new()
+        .prefix("captf-release-snapshot-")
+        .tempdir()
+        .unwrap();
+    let registry = testenv::registry::Registry::start_temp().await.unwrap();
+    let host = registry.host();
+    let snapshot = cut(tmp.path(), &host).await.unwrap();
+    let lint = lint_assets(&snapshot.dir).unwrap();
+    provider_images(tmp.path(), &snapshot.dir, &host).unwrap();
+    noop_images(tmp.path(), &host, &lint).unwrap();
+    signatures(&snapshot, &host).unwrap();
+    registry.stop();
+}
+
+/// A platform CAPTF does not build for is refused before anything is built, naming the ones it
+/// does.
+#[test]
+fn an_unsupported_platform_is_refused_and_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    for target in ["static-binaries", "release-lint", "docker-build"] {
+        let out = Command::new("make")
+            .args([
+                "--no-print-directory",
+                target,
+                "PLATFORMS=linux/amd64,linux/s390x",
+            ])
+            .env("LINT_DIST", tmp.path())
+            .current_dir(repo_root())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{target}: {err}");
+        assert!(
+            err.contains("platform \"linux/s390x\" is not supported: PLATFORMS takes linux/amd64, linux/arm64"),
+            "{target}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
