@@ -29,7 +29,7 @@ PLATFORMS ?= linux/amd64
 
 .PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit chaos fuzz bench scale crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
-	testenv-deps pre-commit-tool mdbook-tool cross-deps static-dev-arm64 actionlint release-snapshot
+	testenv-deps pre-commit-tool mdbook-tool cross-deps static-dev-arm64 actionlint release-snapshot lint-image lint-image-push
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -279,3 +279,19 @@ release-lint: cross-deps ## Build the static tfcapi-lint release assets for PLAT
 	  $(STATIC) $(CARGO) build --locked --profile $(LINT_PROFILE) -p tfcapi-lint --target $$target; \
 	  $$(hack/cross.sh strip $$p) -o $$asset $(CARGO_TARGET_DIR)/$$target/$(LINT_PROFILE_DIR)/tfcapi-lint; chmod 0755 $$asset; done
 	cd $(LINT_DIST) && sha256sum tfcapi-lint-*-* > tfcapi-lint-checksums.txt && cat tfcapi-lint-checksums.txt
+
+# The tfcapi-lint image: the release assets of release-lint (in LINT_DIST) for PLATFORMS, with the CA
+# bundle, as LINT_IMG.
+LINT_IMG ?= $(dir $(call image_repo,$(IMG)))tfcapi-lint:$(call image_tag,$(IMG))
+
+lint-image: release-lint ## Build the tfcapi-lint image (LINT_IMG) for PLATFORMS from the release-lint assets.
+	@test -r $(CA_BUNDLE) || { echo "lint-image: no CA bundle at $(CA_BUNDLE): install ca-certificates or set CA_BUNDLE" >&2; exit 1; }
+	rm -rf $(IMAGE_CONTEXT)/tfcapi-lint && mkdir -p $(IMAGE_CONTEXT)/tfcapi-lint
+	cp $(CA_BUNDLE) $(IMAGE_CONTEXT)/tfcapi-lint/
+	platforms=$$(echo '$(PLATFORMS)' | tr , ' '); for p in $$platforms; do arch=$$(hack/cross.sh arch $$p); \
+	  mkdir -p $(IMAGE_CONTEXT)/tfcapi-lint/$$arch && cp $(LINT_DIST)/tfcapi-lint-linux-$$arch $(IMAGE_CONTEXT)/tfcapi-lint/$$arch/tfcapi-lint; done
+	hack/image.sh build --platform '$(PLATFORMS)' -f images/tfcapi-lint/Containerfile -t $(LINT_IMG) $(IMAGE_ARGS) $(IMAGE_CONTEXT)/tfcapi-lint
+
+lint-image-push: ## Push the tfcapi-lint image lint-image built (the same PLATFORMS).
+	@if [ "$(origin IMG)" = file ] && [ "$(origin LINT_IMG)" = file ]; then echo "lint-image-push: set LINT_IMG=<registry>/tfcapi-lint:<tag> (or IMG)" >&2; exit 1; fi
+	hack/image.sh push --platform '$(PLATFORMS)' $(LINT_IMG)

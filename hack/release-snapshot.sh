@@ -2,11 +2,12 @@
 # A release, cut on this machine into one folder and one registry (make release-snapshot;
 # docs/src/installation.md, "Release snapshot"): what the release workflow publishes, signed.
 #
-#   1. the manager, webhook and runner images and the six no-op module images, for PLATFORMS
-#      (one OCI index each), pushed to REGISTRY;
+#   1. the manager, webhook, runner and tfcapi-lint images and the six no-op module images, for
+#      PLATFORMS (one OCI index each), pushed to REGISTRY;
 #   2. the clusterctl repository of VERSION (make manifests-release) in DIR, whose layout
 #      <provider>/<version>/ clusterctl reads with a file:// provider URL;
-#   3. the Linux tfcapi-lint assets and their checksum file (make release-lint);
+#   3. the Linux tfcapi-lint assets and their checksum file (make release-lint, run by
+#      make lint-image);
 #   4. an SPDX 2.3 SBOM per shipped binary and platform (<binary>-linux-<arch>.spdx.json, from the
 #      stripped binary the image or asset holds);
 #   5. images.txt (every image by digest), checksums.txt (sha256sum of every file), and cosign
@@ -55,7 +56,8 @@ echo "release-snapshot: images for $PLATFORMS into $REGISTRY" >&2
 
 echo "release-snapshot: the clusterctl repository and the tfcapi-lint assets into $DIR" >&2
 "$MAKE" --no-print-directory manifests-release RELEASE_DIR="$DIR" RELEASE_IMG="$IMG" VERSION="$VERSION"
-"$MAKE" --no-print-directory release-lint PLATFORMS="$PLATFORMS" LINT_DIST="$DIR"
+"$MAKE" --no-print-directory lint-image lint-image-push IMG="$IMG" PLATFORMS="$PLATFORMS" LINT_DIST="$DIR" \
+  VERSION="$VERSION"
 
 echo "release-snapshot: SBOMs" >&2
 cargo build --locked -q -p captf-release --bin sbom
@@ -76,7 +78,7 @@ done
 
 echo "release-snapshot: digests, checksums and signatures" >&2
 refs=("$IMG" "$REGISTRY/cluster-api-provider-terraform-webhook:$VERSION"
-  "$REGISTRY/cluster-api-provider-terraform-runner:$VERSION")
+  "$REGISTRY/cluster-api-provider-terraform-runner:$VERSION" "$REGISTRY/tfcapi-lint:$VERSION")
 for role in cluster machine machinepool; do
   for rt in terraform opentofu; do refs+=("$REGISTRY/noop-$role:$VERSION-$rt"); done
 done

@@ -17,6 +17,9 @@ pub struct Clusterctl {
     binary: PathBuf,
     config: PathBuf,
     vars: Vec<(String, String)>,
+    /// Where the flavors and identity templates are read: this checkout's `templates/`, or a
+    /// release's folder.
+    templates: PathBuf,
 }
 
 impl Clusterctl {
@@ -32,7 +35,20 @@ impl Clusterctl {
             binary: testenv::testbin::path("clusterctl")?,
             config,
             vars: Vec::new(),
+            templates: testenv::env::repo_root().join("templates"),
         })
+    }
+
+    /// Reads the templates from `dir` (a release's folder) instead of this checkout.
+    #[must_use]
+    pub fn templates_from(mut self, dir: &Path) -> Self {
+        self.templates = dir.to_path_buf();
+        self
+    }
+
+    /// The template `name` where this clusterctl reads templates.
+    pub fn template(&self, name: &str) -> PathBuf {
+        self.templates.join(name)
     }
 
     /// Adds a template variable (passed as an environment variable, as the book exports them).

@@ -7,7 +7,8 @@
 //! - [`kube_ops`]: the kube API as `kubectl` uses it.
 //! - [`clusterctl`]: `clusterctl generate` and `move`, offline.
 //! - [`install`]: the installation page's commands and the local repositories and image mirror
-//!   of Cluster API and cert-manager, for the install test.
+//!   of Cluster API and cert-manager, for the install tests.
+//! - [`installed`]: the checks of an installed CAPTF the install tests share.
 //! - [`product`]: the manager and webhook processes with the shipped RBAC.
 //! - [`suite`]: the shared environment, images and Job log.
 //! - [`quickstart`]: the Quick Start flow, for test 1 and `make quickstart`.
@@ -15,6 +16,7 @@
 
 pub mod clusterctl;
 pub mod install;
+pub mod installed;
 pub mod kube_ops;
 pub mod product;
 pub mod quickstart;

@@ -9,7 +9,7 @@ use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
 use sha2::Digest as _;
 
-use crate::clusterctl::{Clusterctl, template};
+use crate::clusterctl::Clusterctl;
 use crate::kube_ops::{CAPI, INFRA, Kube, condition, is_true, name_of};
 use crate::suite::{Images, JobLog, Suite};
 
@@ -143,7 +143,7 @@ pub async fn apply_identity(
         .clone()
         .var("TERRAFORM_IDENTITY_NAME", identity)
         .var("NAMESPACE", ns)
-        .generate_yaml(&template("identity.yaml"))?;
+        .generate_yaml(&clusterctl.template("identity.yaml"))?;
     kube.apply_yaml(&yaml, ns).await?;
     kube.wait_for(
         (INFRA, "TerraformClusterIdentity"),
@@ -518,7 +518,13 @@ pub async fn run_with(
         cond_cell(&id, "Ready")
     ));
 
-    let yaml = clusterctl.generate_cluster(name, &template("cluster-template.yaml"), ns, 1, 0)?;
+    let yaml = clusterctl.generate_cluster(
+        name,
+        &clusterctl.template("cluster-template.yaml"),
+        ns,
+        1,
+        0,
+    )?;
     let jobs = JobLog::watch(kube, ns);
     let applied_at = Instant::now();
     let applied = kube.apply_yaml(&yaml, ns).await?;

@@ -4,7 +4,8 @@
 //! checked as a user on either platform meets it.
 //!
 //! 1. The Linux tfcapi-lint assets verify against their checksum file, are static binaries of
-//!    their architecture, and `version --json` runs — the arm64 one under Debian's qemu-user.
+//!    their architecture, and `version --json` runs — the arm64 one under Debian's qemu-user;
+//!    the tfcapi-lint image is an index of both, each holding that platform's asset.
 //! 2. The manager, webhook and runner images are OCI indexes of exactly both platforms; each
 //!    platform's image names its architecture, holds a static binary of it, and that binary's
 //!    `--version` runs.
@@ -13,8 +14,13 @@
 //!    passes on each of the six, and each platform's `/captf/runtime` reports its own platform.
 //! 4. Each binary has an SPDX SBOM per platform whose checksum is that of the binary the image or
 //!    asset ships; `checksums.txt` covers every file; `images.txt` names every image by digest;
-//!    cosign verifies every image and the checksum file with the snapshot's `cosign.pub`, and
+//!    cosign verifies every image (ten) and the checksum file with the snapshot's `cosign.pub`, and
 //!    refuses a checksum file changed after signing.
+//! 5. CAPTF installs from the release alone, after its signatures verified: `clusterctl init`
+//!    with a provider entry naming the release folder's `infrastructure-components.yaml` (nothing
+//!    of the clone), the images from the release's registry (linux/amd64 taken from each index),
+//!    and the Quick Start passes against it with the release's flavor, identity template and no-op
+//!    module images, then the delete.
 //!
 //! Needs the test binaries (`make testbin`: crane, and tofu and terraform for linux/arm64), the
 //! linux/arm64 builds and qemu-user (`make static-dev-arm64`), cosign (`make release-snapshot`
@@ -26,7 +32,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use anyhow::{Context as _, bail, ensure};
+use e2e::install::{mirror_images, write_local_repositories};
+use e2e::installed::{
+    check_captf_pods, check_runner_image, check_webhook_called, delete_quickstart_cluster,
+    wait_webhooks_trusted,
+};
+use e2e::kube_ops::Kube;
+use e2e::quickstart::{self, Progress};
+use e2e::suite::{Images, JobLog};
 use serde_json::Value;
+use testenv::TestEnv;
 
 const PLATFORMS: &str = "linux/amd64,linux/arm64";
 const BOTH: [&str; 2] = ["linux/amd64", "linux/arm64"];
@@ -239,9 +254,11 @@ fn check_sbom(dir: &Path, binary: &str, platform: &str, shipped: &Path) -> anyho
     Ok(())
 }
 
-/// Step 1: the Linux tfcapi-lint assets of both platforms and their checksum file. Returns the
-/// linux/amd64 asset.
-fn lint_assets(dir: &Path) -> anyhow::Result<PathBuf> {
+/// Step 1: the Linux tfcapi-lint assets of both platforms, their checksum file and the
+/// tfcapi-lint image. Returns the linux/amd64 asset.
+fn lint_assets(tmp: &Path, dir: &Path, registry: &str) -> anyhow::Result<PathBuf> {
+    let image = format!("{registry}/you/tfcapi-lint:v0.1.0");
+    check_index(&image)?;
     run(Command::new("sha256sum")
         .args(["--check", "--strict", "tfcapi-lint-checksums.txt"])
         .current_dir(dir))?;
@@ -261,6 +278,12 @@ fn lint_assets(dir: &Path) -> anyhow::Result<PathBuf> {
             "{platform}: {version}"
         );
         check_sbom(dir, "tfcapi-lint", platform, &asset)?;
+        let into = tmp.join(format!("tfcapi-lint-{arch}"));
+        let in_image = export_file(&image, platform, &into, "tfcapi-lint")?;
+        ensure!(
+            sha256_file(&in_image)? == sha256_file(&asset)?,
+            "{image} ships another tfcapi-lint for {platform} than the release asset"
+        );
     }
     Ok(dir.join("tfcapi-lint-linux-amd64"))
 }
@@ -360,7 +383,7 @@ fn signatures(snapshot: &Snapshot, registry: &str) -> anyhow::Result<()> {
         }
     }
     let images = std::fs::read_to_string(dir.join("images.txt"))?;
-    ensure!(images.lines().count() == 9, "{images}");
+    ensure!(images.lines().count() == 10, "{images}");
     let pubkey = dir.join("cosign.pub");
     for image in images.lines() {
         ensure!(
@@ -403,20 +426,112 @@ fn signatures(snapshot: &Snapshot, registry: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-async fn a_release_snapshot_builds_signs_and_runs_for_linux_amd64_and_linux_arm64() {
+/// The clusterctl configuration of an install from the release alone: CAPTF from the release
+/// folder; Cluster API, cert-manager and their images from local repositories and a mirror, as on
+/// a machine without internet access (the Installation page's step 3).
+fn clusterctl_config(release: &Path, repos: &Path, registry: &str) -> anyhow::Result<String> {
+    let capi = testenv::testbin::version("cluster-api")?;
+    let cm = testenv::testbin::version("cert-manager")?;
+    let (r, m) = (repos.display(), format!("{registry}/you"));
+    Ok(format!(
+        "providers:
+  - name: terraform
+    type: InfrastructureProvider
+    url: file://{}/infrastructure-components.yaml
+  - name: cluster-api
+    type: CoreProvider
+    url: file://{r}/cluster-api/{capi}/core-components.yaml
+  - name: kubeadm
+    type: BootstrapProvider
+    url: file://{r}/bootstrap-kubeadm/{capi}/bootstrap-components.yaml
+  - name: kubeadm
+    type: ControlPlaneProvider
+    url: file://{r}/control-plane-kubeadm/{capi}/control-plane-components.yaml
+cert-manager:
+  url: file://{r}/cert-manager/{cm}/cert-manager.yaml
+  version: {cm}
+images:
+  cluster-api:
+    repository: {m}/cluster-api
+  bootstrap-kubeadm:
+    repository: {m}/cluster-api
+  control-plane-kubeadm:
+    repository: {m}/cluster-api
+  cert-manager:
+    repository: {m}/jetstack
+",
+        release.display()
+    ))
+}
+
+/// Step 5: `clusterctl init` from the release, the Quick Start against it, the delete.
+async fn install_from_release(
+    env: &TestEnv,
+    tmp: &Path,
+    snapshot: &Snapshot,
+    registry: &str,
+) -> anyhow::Result<()> {
+    let kube = Kube::new(env.client().await?);
+    let repos = tmp.join("local-repository");
+    write_local_repositories(&repos)?;
+    mirror_images(registry).await?;
+    let config = tmp.join("clusterctl.yaml");
+    std::fs::write(&config, clusterctl_config(&snapshot.dir, &repos, registry)?)?;
+    let capi = testenv::testbin::version("cluster-api")?;
+    let started = std::time::Instant::now();
+    run(Command::new(testenv::testbin::path("clusterctl")?)
+        .args(["init", "--config"])
+        .arg(&config)
+        .args(["--core", &format!("cluster-api:{capi}")])
+        .args(["--bootstrap", &format!("kubeadm:{capi}")])
+        .args(["--control-plane", &format!("kubeadm:{capi}")])
+        .args(["--infrastructure", "terraform:v0.1.0", "--wait-providers"])
+        .env("KUBECONFIG", &env.endpoints().kubeconfig)
+        .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true"))?;
+    let init = started.elapsed();
+    let ns = env.namespace("released").await?;
+    wait_webhooks_trusted(&kube, &ns).await?;
+    check_captf_pods(env, &kube).await?;
+    check_webhook_called(&kube, &ns).await?;
+    let m = format!("{registry}/you");
+    let images = Images {
+        runner: format!("{m}/cluster-api-provider-terraform-runner:v0.1.0"),
+        cluster: format!("{m}/noop-cluster:v0.1.0-opentofu"),
+        machine: format!("{m}/noop-machine:v0.1.0-opentofu"),
+        machinepool: format!("{m}/noop-machinepool:v0.1.0-opentofu"),
+    };
+    // The flavor and the identity template are the release's own files.
+    let clusterctl = quickstart::flavor_clusterctl_in(&tmp.join("flavors"), &images, &ns)?
+        .templates_from(&snapshot.dir);
+    let jobs = JobLog::watch(&kube, &ns);
+    let progress = Progress::new(true);
+    let f =
+        quickstart::run_with(&clusterctl, &kube, &ns, &ns, "my-cluster", &progress, true).await?;
+    check_runner_image(&kube, &ns, &images.runner).await?;
+    delete_quickstart_cluster(&kube, &ns, "my-cluster", &jobs).await?;
+    println!(
+        "e2e figures: install from the release: clusterctl init {:.1}s, apply to Machine Provisioned {:.1}s",
+        init.as_secs_f64(),
+        f.apply_to_machine_provisioned.as_secs_f64()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_snapshot_builds_signs_runs_and_installs_for_linux_amd64_and_linux_arm64()
+-> anyhow::Result<()> {
     let tmp = tempfile::Builder::new()
         .prefix("captf-release-snapshot-")
-        .tempdir()
-        .unwrap();
-    let registry = testenv::registry::Registry::start_temp().await.unwrap();
-    let host = registry.host();
-    let snapshot = cut(tmp.path(), &host).await.unwrap();
-    let lint = lint_assets(&snapshot.dir).unwrap();
-    provider_images(tmp.path(), &snapshot.dir, &host).unwrap();
-    noop_images(tmp.path(), &host, &lint).unwrap();
-    signatures(&snapshot, &host).unwrap();
-    registry.stop();
+        .tempdir()?;
+    let env = TestEnv::start_empty("captf-release")?;
+    let host = env.registry()?.host();
+    env.kubelet()?;
+    let snapshot = cut(tmp.path(), &host).await?;
+    let lint = lint_assets(tmp.path(), &snapshot.dir, &host)?;
+    provider_images(tmp.path(), &snapshot.dir, &host)?;
+    noop_images(tmp.path(), &host, &lint)?;
+    signatures(&snapshot, &host)?;
+    install_from_release(&env, tmp.path(), &snapshot, &host).await
 }
 
 /// A platform CAPTF does not build for is refused before anything is built, naming the ones it
