@@ -221,6 +221,10 @@ async fn cut(tmp: &Path, registry: &str) -> anyhow::Result<Snapshot> {
         "e2e figures: make release-snapshot (dev profile, both platforms) took {:.1}s",
         started.elapsed().as_secs_f64()
     );
+    // Everything from here on reads the registry and the folder. The engine's image store (vfs:
+    // a full copy of every layer, several GB for twenty platform images) goes now, not at the
+    // end of the test.
+    std::fs::remove_dir_all(tmp.join("store"))?;
     Ok(Snapshot { dir, cosign })
 }
 
