@@ -202,7 +202,7 @@ docker-build: static-binaries ## Build the manager (IMG), webhook (WEBHOOK_IMG) 
 	cp $(CA_BUNDLE) $(IMAGE_CONTEXT)/manager/
 	@# Symbols and debug information stay out of the images (the line tables of the release
 	@# profile are for local debugging).
-	platforms=$$(hack/cross.sh targets '$(PLATFORMS)' >/dev/null && echo '$(PLATFORMS)' | tr , ' '); for p in $$platforms; do \
+	platforms=$$(hack/cross.sh platforms '$(PLATFORMS)'); for p in $$platforms; do \
 	  arch=$$(hack/cross.sh arch $$p); target=$$(hack/cross.sh targets $$p); strip=$$(hack/cross.sh strip $$p); \
 	  for b in manager webhook runner; do mkdir -p $(IMAGE_CONTEXT)/$$b/$$arch && \
 	    $$strip -o $(IMAGE_CONTEXT)/$$b/$$arch/$$b $(CARGO_TARGET_DIR)/$$target/$(IMAGE_PROFILE_DIR)/$$b; done; done
@@ -273,7 +273,7 @@ LINT_PROFILE ?= release
 LINT_PROFILE_DIR = $(if $(filter dev,$(LINT_PROFILE)),debug,$(LINT_PROFILE))
 
 release-lint: cross-deps ## Build the static tfcapi-lint release assets for PLATFORMS (tfcapi-lint-linux-ARCH) and the checksum file into LINT_DIST.
-	platforms=$$(hack/cross.sh targets '$(PLATFORMS)' >/dev/null && echo '$(PLATFORMS)' | tr , ' '); mkdir -p $(LINT_DIST); \
+	platforms=$$(hack/cross.sh platforms '$(PLATFORMS)'); mkdir -p $(LINT_DIST); \
 	for p in $$platforms; do \
 	  target=$$(hack/cross.sh targets $$p); asset=$(LINT_DIST)/tfcapi-lint-linux-$$(hack/cross.sh arch $$p); \
 	  $(STATIC) $(CARGO) build --locked --profile $(LINT_PROFILE) -p tfcapi-lint --target $$target; \
@@ -288,7 +288,7 @@ lint-image: release-lint ## Build the tfcapi-lint image (LINT_IMG) for PLATFORMS
 	@test -r $(CA_BUNDLE) || { echo "lint-image: no CA bundle at $(CA_BUNDLE): install ca-certificates or set CA_BUNDLE" >&2; exit 1; }
 	rm -rf $(IMAGE_CONTEXT)/tfcapi-lint && mkdir -p $(IMAGE_CONTEXT)/tfcapi-lint
 	cp $(CA_BUNDLE) $(IMAGE_CONTEXT)/tfcapi-lint/
-	platforms=$$(echo '$(PLATFORMS)' | tr , ' '); for p in $$platforms; do arch=$$(hack/cross.sh arch $$p); \
+	platforms=$$(hack/cross.sh platforms '$(PLATFORMS)'); for p in $$platforms; do arch=$$(hack/cross.sh arch $$p); \
 	  mkdir -p $(IMAGE_CONTEXT)/tfcapi-lint/$$arch && cp $(LINT_DIST)/tfcapi-lint-linux-$$arch $(IMAGE_CONTEXT)/tfcapi-lint/$$arch/tfcapi-lint; done
 	hack/image.sh build --platform '$(PLATFORMS)' -f images/tfcapi-lint/Containerfile -t $(LINT_IMG) $(IMAGE_ARGS) $(IMAGE_CONTEXT)/tfcapi-lint
 

@@ -4,6 +4,7 @@
 # toolchain and run here under qemu-user for the tests.
 #
 # Usage:
+#   hack/cross.sh platforms PLATFORMS   the platforms of PLATFORMS, checked, one per line
 #   hack/cross.sh targets PLATFORMS     the Rust targets of PLATFORMS, one per line
 #   hack/cross.sh arch PLATFORM         the platform's architecture (amd64, arm64)
 #   hack/cross.sh strip PLATFORM        the strip program for the platform's binaries
@@ -73,14 +74,15 @@ one() {
 
 cmd=${1:-}
 case "$cmd" in
-  targets | deps) list=$(platforms "${2:-}") ;;
+  platforms | targets | deps) list=$(platforms "${2:-}") ;;
   arch | strip) list=$(one "${2:-}" "$cmd") ;;
 esac
 case "$cmd" in
+  platforms) echo "$list" ;;
   targets) for p in $list; do target_of "$p"; done ;;
   arch) echo "${list#linux/}" ;;
   strip) if [[ $list == linux/arm64 ]]; then echo aarch64-linux-gnu-strip; else echo strip; fi ;;
   deps) deps "$list" ;;
   qemu) command -v qemu-aarch64-static >/dev/null || apt_install qemu-user-static ;;
-  *) die "usage: hack/cross.sh targets|deps PLATFORMS | arch|strip PLATFORM | qemu" ;;
+  *) die "usage: hack/cross.sh platforms|targets|deps PLATFORMS | arch|strip PLATFORM | qemu" ;;
 esac

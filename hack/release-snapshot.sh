@@ -36,9 +36,7 @@ cd "$ROOT"
 [[ ! -e $DIR ]] || die "$DIR exists: a snapshot is written into a new folder"
 
 IMG="$REGISTRY/cluster-api-provider-terraform:$VERSION"
-# shellcheck disable=SC2206
-platforms=(${PLATFORMS//,/ })
-hack/cross.sh targets "$PLATFORMS" >/dev/null
+platforms=$(hack/cross.sh platforms "$PLATFORMS")
 
 cosign=$(hack/testbin.sh --print-env | sed -n 's/^CAPTF_TESTBIN_COSIGN=//p')
 crane=$(hack/testbin.sh --print-env | sed -n 's/^CAPTF_TESTBIN_CRANE=//p')
@@ -67,7 +65,7 @@ created=$(TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 
 context="${CARGO_TARGET_DIR:-$ROOT/target}/image-context"
 meta=$(mktemp)
 trap 'rm -f "$meta"' EXIT
-for p in "${platforms[@]}"; do
+for p in $platforms; do
   arch=$(hack/cross.sh arch "$p")
   cargo metadata --format-version 1 --locked --filter-platform "$(hack/cross.sh targets "$p")" >"$meta"
   for b in manager webhook runner tfcapi-lint; do

@@ -15,6 +15,7 @@ pub mod job_env;
 pub mod leader;
 pub mod names;
 pub mod outputs;
+pub mod path;
 pub mod plan;
 pub mod pool;
 pub mod registry_auth;

@@ -42,16 +42,10 @@ use e2e::quickstart::{self, Progress};
 use e2e::suite::{Images, JobLog};
 use serde_json::Value;
 use testenv::TestEnv;
+use testenv::env::repo_root;
 
 const PLATFORMS: &str = "linux/amd64,linux/arm64";
 const BOTH: [&str; 2] = ["linux/amd64", "linux/arm64"];
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
 
 /// Runs `cmd`, failing with its output when it fails.
 fn run(cmd: &mut Command) -> anyhow::Result<Output> {
@@ -124,6 +118,12 @@ fn crane(args: &[&str]) -> anyhow::Result<Vec<u8>> {
     Ok(run(Command::new(crane).args(args).arg("--insecure"))?.stdout)
 }
 
+/// `os/architecture` of an index entry's platform or an image config.
+fn os_arch(v: &Value) -> String {
+    let field = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+    format!("{}/{}", field("os"), field("architecture"))
+}
+
 /// Asserts that `reference` is an OCI index of exactly one image per platform in [`BOTH`], each of
 /// whose configs names its platform.
 fn check_index(reference: &str) -> anyhow::Result<()> {
@@ -136,24 +136,17 @@ fn check_index(reference: &str) -> anyhow::Result<()> {
         .as_array()
         .context("manifests")?
         .iter()
-        .map(|m| {
-            format!(
-                "{}/{}",
-                m["platform"]["os"].as_str().unwrap_or_default(),
-                m["platform"]["architecture"].as_str().unwrap_or_default()
-            )
-        })
+        .map(|m| os_arch(&m["platform"]))
         .collect();
     platforms.sort();
     ensure!(platforms == BOTH, "{reference} publishes {platforms:?}");
     for platform in BOTH {
         let config: Value =
             serde_json::from_slice(&crane(&["config", "--platform", platform, reference])?)?;
+        let named = os_arch(&config);
         ensure!(
-            format!("{}/{}", config["os"], config["architecture"]).replace('"', "") == platform,
-            "{reference}'s {platform} image has the config of {}/{}",
-            config["os"],
-            config["architecture"]
+            named == platform,
+            "{reference}'s {platform} image has the config of {named}"
         );
     }
     Ok(())
@@ -175,18 +168,6 @@ fn export_file(reference: &str, platform: &str, dir: &Path, path: &str) -> anyho
     Ok(dir.join(path.trim_start_matches('/')))
 }
 
-/// The path of a test binary `hack/testbin.sh` builds on demand (cosign), built if missing.
-fn testbin_on_demand(tool: &str) -> anyhow::Result<PathBuf> {
-    let script = repo_root().join("hack/testbin.sh");
-    run(Command::new(&script).arg(tool))?;
-    let env = run(Command::new(&script).arg("--print-env"))?;
-    let key = format!("CAPTF_TESTBIN_{}=", tool.to_uppercase());
-    String::from_utf8_lossy(&env.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix(&key).map(PathBuf::from))
-        .with_context(|| format!("hack/testbin.sh --print-env names no {key}"))
-}
-
 /// A cut snapshot: its folder and the cosign that signed it.
 struct Snapshot {
     dir: PathBuf,
@@ -197,7 +178,9 @@ const PASSWORD: &str = "snapshot-test";
 
 /// `make release-snapshot` of v0.1.0 into `tmp` and `registry`, signed with a key made here.
 async fn cut(tmp: &Path, registry: &str) -> anyhow::Result<Snapshot> {
-    let cosign = testbin_on_demand("cosign")?;
+    // cosign is not among the test binaries `make testbin` builds: built here when missing.
+    run(Command::new(repo_root().join("hack/testbin.sh")).arg("cosign"))?;
+    let cosign = testenv::testbin::path("cosign")?;
     run(Command::new(&cosign)
         .args(["generate-key-pair", "--output-key-prefix"])
         .arg(tmp.join("cosign"))
@@ -228,9 +211,11 @@ async fn cut(tmp: &Path, registry: &str) -> anyhow::Result<Snapshot> {
     Ok(Snapshot { dir, cosign })
 }
 
+/// The SHA-256 of the file at `path`, in hex.
 fn sha256_file(path: &Path) -> anyhow::Result<String> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)))
+    let digest = testenv::image::sha256_digest(&bytes);
+    Ok(digest.trim_start_matches("sha256:").to_owned())
 }
 
 /// The snapshot's SBOM of `binary` for `platform` describes the file at `shipped`: its checksum,

@@ -128,16 +128,15 @@ fn spdx_id(c: &Crate<'_>) -> String {
     format!("SPDXRef-Package-{}-{}", clean(c.name), clean(c.version))
 }
 
-/// The SPDX package of a crate (`sha256` only for the binary's own package).
-fn package(c: &Crate<'_>, sha256: Option<&str>, version: Option<&str>) -> Value {
+/// The SPDX package of a crate.
+fn package(c: &Crate<'_>) -> Value {
     let registry = c
         .source
         .is_some_and(|s| s.starts_with("registry+https://github.com/rust-lang/crates.io-index"));
-    let version = version.unwrap_or(c.version);
     let mut p = json!({
         "name": c.name,
         "SPDXID": spdx_id(c),
-        "versionInfo": version,
+        "versionInfo": c.version,
         "downloadLocation": if registry {
             format!("https://crates.io/api/v1/crates/{}/{}/download", c.name, c.version)
         } else {
@@ -155,10 +154,16 @@ fn package(c: &Crate<'_>, sha256: Option<&str>, version: Option<&str>) -> Value 
             "referenceLocator": format!("pkg:cargo/{}@{}", c.name, c.version),
         }]);
     }
-    if let Some(sum) = sha256 {
-        p["checksums"] = json!([{ "algorithm": "SHA256", "checksumValue": sum }]);
-        p["primaryPackagePurpose"] = json!("APPLICATION");
-    }
+    p
+}
+
+/// The SPDX package of the binary itself: its crate's, with the release version and the binary's
+/// checksum.
+fn application(c: &Crate<'_>, version: &str, sha256: &str) -> Value {
+    let mut p = package(c);
+    p["versionInfo"] = json!(version);
+    p["checksums"] = json!([{ "algorithm": "SHA256", "checksumValue": sha256 }]);
+    p["primaryPackagePurpose"] = json!("APPLICATION");
     p
 }
 
@@ -189,12 +194,12 @@ pub fn spdx(metadata: &Value, binary: &Binary<'_>) -> anyhow::Result<Value> {
     } = linked(metadata, root, &crates)?;
     let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(binary.contents));
     let id = |pid: &str| spdx_id(&crates[pid]);
-    let mut packages = vec![package(&crates[root], Some(&sha256), Some(binary.version))];
+    let mut packages = vec![application(&crates[root], binary.version, &sha256)];
     packages.extend(
         linked
             .iter()
             .filter(|pid| *pid != root)
-            .map(|pid| package(&crates[pid], None, None)),
+            .map(|pid| package(&crates[pid])),
     );
     let mut relationships = vec![json!({
         "spdxElementId": "SPDXRef-DOCUMENT",

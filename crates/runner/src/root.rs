@@ -14,8 +14,9 @@
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
+use contract::path::normalize;
 use contract::render::{MAIN_TF_JSON, MODULE_NAME, MODULE_SOURCE, TFVARS_JSON};
 use contract::state::MAX_STATE_BYTES;
 
@@ -229,21 +230,6 @@ pub fn point_module_call(main: &[u8], root: &Path, module: &Path) -> Option<Vec<
     }
     *source = serde_json::Value::String(relative(&normalize(root), &wanted));
     serde_json::to_vec_pretty(&doc).ok()
-}
-
-/// A lexical normalisation (no symlink resolution): `.` dropped, `..` applied.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// `to` relative to `from` (both absolute and normalised), always starting `./` or `../` as a

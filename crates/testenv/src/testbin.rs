@@ -81,6 +81,13 @@ const TOOLS: &[Tool] = &[
         go_mod: include_str!("../../../hack/testbin/promtool/go.mod"),
         binaries: &["promtool"],
     },
+    // Built by `make release-snapshot` (`hack/testbin.sh cosign`), not by `make testbin`.
+    Tool {
+        name: "cosign",
+        module: "github.com/sigstore/cosign/v2",
+        go_mod: include_str!("../../../hack/testbin/cosign/go.mod"),
+        binaries: &["cosign"],
+    },
     // Built only for `make bench` (`hack/testbin.sh tflint`), not by `make testbin`.
     Tool {
         name: "tflint",
@@ -136,13 +143,21 @@ pub fn path(binary: &str) -> anyhow::Result<PathBuf> {
         .iter()
         .find(|t| t.binaries.contains(&binary))
         .ok_or_else(|| anyhow::anyhow!("unknown test binary {binary:?}"))?;
+    located(tool, "", binary, "`make testbin` (hack/testbin.sh)")
+}
+
+/// `binary` in `tool`'s directory `<tool>-<version><suffix>`, or an error naming `build`, the
+/// command that builds it.
+fn located(tool: &Tool, suffix: &str, binary: &str, build: &str) -> anyhow::Result<PathBuf> {
     let version = version(tool.name)?;
-    let path = root().join(format!("{}-{version}", tool.name)).join(binary);
+    let path = root()
+        .join(format!("{}-{version}{suffix}", tool.name))
+        .join(binary);
     if path.is_file() {
         Ok(path)
     } else {
         Err(anyhow::anyhow!(
-            "test binary {} is missing: run `make testbin` (hack/testbin.sh) to build it",
+            "test binary {} is missing: run {build} to build it",
             path.display()
         ))
     }
@@ -162,19 +177,8 @@ pub fn path_for_platform(binary: &str, platform: &str) -> anyhow::Result<PathBuf
                 .iter()
                 .find(|t| t.binaries.contains(&binary) && ARM64_TOOLS.contains(&t.name))
                 .ok_or_else(|| anyhow::anyhow!("no linux/arm64 build of {binary:?}"))?;
-            let version = version(tool.name)?;
-            let path = root()
-                .join(format!("{}-{version}-linux-arm64", tool.name))
-                .join(binary);
-            if path.is_file() {
-                Ok(path)
-            } else {
-                Err(anyhow::anyhow!(
-                    "test binary {} is missing: run `make testbin` (hack/testbin.sh {}-linux-arm64) to build it",
-                    path.display(),
-                    tool.name
-                ))
-            }
+            let build = format!("`make testbin` (hack/testbin.sh {}-linux-arm64)", tool.name);
+            located(tool, "-linux-arm64", binary, &build)
         }
         other => Err(anyhow::anyhow!("no test binaries for platform {other:?}")),
     }

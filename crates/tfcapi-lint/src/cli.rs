@@ -171,14 +171,11 @@ where
                 settings.role,
                 args.runtime.into(),
             );
-            let source = std::env::current_dir()
-                .ok()
-                .map(|cwd| crate::sarif::SourceRoot::for_module(&cwd, &args.dir));
             emit(
                 &Report::new(findings, &settings.allowed),
                 &args.common,
                 settings.strict,
-                source.as_ref(),
+                Some(&args.dir),
                 out,
             )
         }
@@ -284,11 +281,13 @@ fn allowed_warnings(common: &CommonArgs, err: &mut dyn Write) -> Option<BTreeSet
     Some(allowed)
 }
 
+/// Writes the report in the asked format; `module_dir` is the linted module's directory as given
+/// (none for an image), which SARIF locates files against.
 fn emit(
     report: &Report,
     common: &CommonArgs,
     strict: bool,
-    source: Option<&crate::sarif::SourceRoot>,
+    module_dir: Option<&str>,
     out: &mut dyn Write,
 ) -> i32 {
     let format = if common.json {
@@ -299,7 +298,13 @@ fn emit(
     let text = match format {
         Format::Text => report.to_text(),
         Format::Json => report.to_json(),
-        Format::Sarif => report.to_sarif(source),
+        Format::Sarif => {
+            let source = module_dir.and_then(|dir| {
+                let cwd = std::env::current_dir().ok()?;
+                Some(crate::sarif::SourceRoot::for_module(&cwd, dir))
+            });
+            report.to_sarif(source.as_ref())
+        }
     };
     let _ = out.write_all(text.as_bytes());
     report.exit_code(strict)

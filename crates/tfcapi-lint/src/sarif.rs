@@ -5,8 +5,9 @@
 
 use crate::checks::{self, CHECKS};
 use crate::report::{Report, Severity};
+use contract::path::normalize;
 use serde_json::{Value, json};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// The base id of the repository root in the log's `originalUriBaseIds`.
 const SRCROOT: &str = "%SRCROOT%";
@@ -46,22 +47,6 @@ impl SourceRoot {
             Err(_) => json!({ "uri": file_uri(&path) }),
         }
     }
-}
-
-/// `path` without `.` and with each `..` taken against the component before it (no file system
-/// access: a path that does not exist normalizes too).
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// Percent-encodes what a URI path may not hold as is; `/` separates segments.

@@ -766,6 +766,57 @@ pub struct RuntimeBaseImages {
     pub terraform_version: String,
 }
 
+/// Each runtime base image: the test binary, where the upstream image keeps it, its repository,
+/// and what its tag adds after the runtime's version.
+const RUNTIME_BASES: [(&str, &str, &str, &str); 2] = [
+    (
+        "tofu",
+        "/usr/local/bin/tofu",
+        "opentofu/opentofu",
+        "-minimal",
+    ),
+    ("terraform", "/bin/terraform", "hashicorp/terraform", ""),
+];
+
+/// The pinned version of the runtime `binary`, without the `v`.
+fn runtime_version(binary: &str) -> anyhow::Result<String> {
+    Ok(crate::testbin::version(binary)?
+        .trim_start_matches('v')
+        .to_owned())
+}
+
+/// The references and versions of the runtime base images in `registry`.
+fn runtime_base_images(registry: &str) -> anyhow::Result<RuntimeBaseImages> {
+    let reference = |(binary, _, repository, suffix): (&str, &str, &str, &str)| {
+        anyhow::Ok(format!(
+            "{registry}/{repository}:{}{suffix}",
+            runtime_version(binary)?
+        ))
+    };
+    Ok(RuntimeBaseImages {
+        tofu: reference(RUNTIME_BASES[0])?,
+        tofu_version: runtime_version("tofu")?,
+        terraform: reference(RUNTIME_BASES[1])?,
+        terraform_version: runtime_version("terraform")?,
+    })
+}
+
+/// Pushes the [`RuntimeBaseImages`] to `registry` (`host:port`).
+pub async fn push_runtime_base_images(registry: &str) -> anyhow::Result<RuntimeBaseImages> {
+    for (binary, path, repository, suffix) in RUNTIME_BASES {
+        let mut layer = Layer::new();
+        layer.host_file(path, crate::testbin::path(binary)?, 0o755);
+        let tag = format!("{}{suffix}", runtime_version(binary)?);
+        ImageBuilder::new()
+            .layer(layer)
+            .entrypoint([path])
+            .push(registry, repository, &tag)
+            .await
+            .with_context(|| format!("pushing the {binary} base image"))?;
+    }
+    runtime_base_images(registry)
+}
+
 /// Pushes the [`RuntimeBaseImages`] to `registry` (`host:port`), each an index of one image per
 /// platform in `platforms` (`linux/amd64`, `linux/arm64`), as the upstream images are; the
 /// runtimes come from the test binaries built for each platform
@@ -774,15 +825,8 @@ pub async fn push_multi_platform_runtime_base_images(
     registry: &str,
     platforms: &[&str],
 ) -> anyhow::Result<RuntimeBaseImages> {
-    let bases = runtime_base_images(registry)?;
-    for (binary, path, reference) in [
-        ("tofu", "/usr/local/bin/tofu", &bases.tofu),
-        ("terraform", "/bin/terraform", &bases.terraform),
-    ] {
-        let (repository, tag) = reference
-            .strip_prefix(&format!("{registry}/"))
-            .and_then(|r| r.rsplit_once(':'))
-            .context("a base image reference")?;
+    for (binary, path, repository, suffix) in RUNTIME_BASES {
+        let tag = format!("{}{suffix}", runtime_version(binary)?);
         let mut images = Vec::new();
         for platform in platforms {
             let arch = platform
@@ -804,64 +848,7 @@ pub async fn push_multi_platform_runtime_base_images(
             images.push((image, *platform));
         }
         let entries: Vec<(&Reference, &str)> = images.iter().map(|(r, p)| (r, *p)).collect();
-        push_index(registry, repository, tag, &entries).await?;
+        push_index(registry, repository, &tag, &entries).await?;
     }
-    Ok(bases)
-}
-
-/// The references and versions of the runtime base images in `registry`.
-fn runtime_base_images(registry: &str) -> anyhow::Result<RuntimeBaseImages> {
-    let tofu_version = crate::testbin::version("tofu")?;
-    let terraform_version = crate::testbin::version("terraform")?;
-    Ok(RuntimeBaseImages {
-        tofu: format!(
-            "{registry}/opentofu/opentofu:{}-minimal",
-            tofu_version.trim_start_matches('v')
-        ),
-        tofu_version: tofu_version.trim_start_matches('v').to_owned(),
-        terraform: format!(
-            "{registry}/hashicorp/terraform:{}",
-            terraform_version.trim_start_matches('v')
-        ),
-        terraform_version: terraform_version.trim_start_matches('v').to_owned(),
-    })
-}
-
-/// Pushes the [`RuntimeBaseImages`] to `registry` (`host:port`).
-pub async fn push_runtime_base_images(registry: &str) -> anyhow::Result<RuntimeBaseImages> {
-    let tofu_version = crate::testbin::version("tofu")?;
-    let terraform_version = crate::testbin::version("terraform")?;
-    let (tofu_tag, terraform_tag) = (
-        format!("{}-minimal", tofu_version.trim_start_matches('v')),
-        terraform_version.trim_start_matches('v').to_owned(),
-    );
-    for (binary, path, repository, tag) in [
-        (
-            "tofu",
-            "/usr/local/bin/tofu",
-            "opentofu/opentofu",
-            &tofu_tag,
-        ),
-        (
-            "terraform",
-            "/bin/terraform",
-            "hashicorp/terraform",
-            &terraform_tag,
-        ),
-    ] {
-        let mut layer = Layer::new();
-        layer.host_file(path, crate::testbin::path(binary)?, 0o755);
-        ImageBuilder::new()
-            .layer(layer)
-            .entrypoint([path])
-            .push(registry, repository, tag)
-            .await
-            .with_context(|| format!("pushing the {binary} base image"))?;
-    }
-    Ok(RuntimeBaseImages {
-        tofu: format!("{registry}/opentofu/opentofu:{tofu_tag}"),
-        tofu_version: tofu_version.trim_start_matches('v').to_owned(),
-        terraform: format!("{registry}/hashicorp/terraform:{terraform_tag}"),
-        terraform_version: terraform_version.trim_start_matches('v').to_owned(),
-    })
+    runtime_base_images(registry)
 }
