@@ -6,7 +6,8 @@
 #   hack/testbin.sh                 build every tool that is not cached yet (all but tflint)
 #   hack/testbin.sh TOOL...         only these tools (tofu, crane, etcd, kubernetes, kustomize,
 #                                   terraform, cluster-api, cert-manager, promtool, tflint,
-#                                   tofu-linux-arm64, terraform-linux-arm64, actionlint, cosign)
+#                                   tofu-linux-arm64, terraform-linux-arm64, cluster-api-operator,
+#                                   actionlint, cosign)
 #   hack/testbin.sh --rebuild TOOL  delete TOOL's cached directory first, then build it
 #   hack/testbin.sh --print-env     print KEY=PATH lines (no build; paths may not exist yet)
 #   hack/testbin.sh --list          print "tool version dir" lines (no build)
@@ -26,6 +27,7 @@
 #     cert-manager-v1.11.5/cert-manager.yaml   (its install manifest, rendered from its chart by
 #                                               hack/cert-manager-manifest.sh with that helm)
 #     promtool-v0.316.0/promtool
+#     cluster-api-operator-v0.29.0/cluster-api-operator  (the Operator install test runs it)
 #     tofu-v1.12.6-linux-arm64/tofu, terraform-v1.8.5-linux-arm64/terraform
 #                                (the runtimes for linux/arm64, GOARCH=arm64: the multi-platform
 #                                 test builds no-op module images for both platforms from them)
@@ -43,7 +45,8 @@
 #   CAPTF_TESTBIN_CERT_MANAGER_CONTROLLER, CAPTF_TESTBIN_CERT_MANAGER_CAINJECTOR,
 #   CAPTF_TESTBIN_CERT_MANAGER_WEBHOOK, CAPTF_TESTBIN_HELM, CAPTF_TESTBIN_CERT_MANAGER_MANIFEST,
 #   CAPTF_TESTBIN_PROMTOOL, CAPTF_TESTBIN_TFLINT, CAPTF_TESTBIN_TOFU_LINUX_ARM64,
-#   CAPTF_TESTBIN_TERRAFORM_LINUX_ARM64, CAPTF_TESTBIN_ACTIONLINT, CAPTF_TESTBIN_COSIGN
+#   CAPTF_TESTBIN_TERRAFORM_LINUX_ARM64, CAPTF_TESTBIN_CLUSTER_API_OPERATOR,
+#   CAPTF_TESTBIN_ACTIONLINT, CAPTF_TESTBIN_COSIGN
 #
 # Cluster API's CRDs and webhook manifests are not copied anywhere: the test environment reads
 # them from the pinned module in the Go module cache (`--module-dir cluster-api` prints it).
@@ -59,7 +62,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WRAPPERS="$ROOT/hack/testbin"
 TESTBIN="${CAPTF_TESTBIN:-$HOME/.cache/captf/testbin}"
-ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api cert-manager promtool tofu-linux-arm64 terraform-linux-arm64) # build order: fastest useful first
+ALL_TOOLS=(tofu crane etcd kubernetes kustomize terraform cluster-api cert-manager promtool tofu-linux-arm64 terraform-linux-arm64 cluster-api-operator) # build order: fastest useful first
 # Tools built only when named: the peers `make bench` measures against. They stay out of the
 # default build, so `make testbin` (and CI's cold path) never builds them.
 BENCH_TOOLS=(tflint)
@@ -92,6 +95,7 @@ module_of() {
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
     terraform) echo github.com/hashicorp/terraform ;;
     cluster-api) echo sigs.k8s.io/cluster-api ;;
+    cluster-api-operator) echo sigs.k8s.io/cluster-api-operator ;;
     cert-manager) echo github.com/cert-manager/cert-manager ;;
     promtool) echo github.com/prometheus/prometheus ;;
     tflint) echo github.com/terraform-linters/tflint ;;
@@ -124,6 +128,7 @@ binaries_of() {
       "cert-manager-webhook=github.com/cert-manager/cert-manager/cmd/webhook" \
       "helm=helm.sh/helm/v3/cmd/helm" ;;
     promtool) echo "promtool=github.com/prometheus/prometheus/cmd/promtool" ;;
+    cluster-api-operator) echo "cluster-api-operator=sigs.k8s.io/cluster-api-operator/cmd" ;;
     tflint) echo "tflint=github.com/terraform-linters/tflint" ;;
     actionlint) echo "actionlint=github.com/rhysd/actionlint/cmd/actionlint" ;;
     cosign) echo "cosign=github.com/sigstore/cosign/v2/cmd/cosign" ;;
@@ -195,6 +200,9 @@ ldflags_of() {
       minor=${version#v*.}; minor=${minor%%.*}
       echo "-X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor" \
         "-X $pkg.gitTreeState=clean -X $pkg.buildDate=$(release_date "$tool")" ;;
+    cluster-api-operator)
+      # Without it the Operator logs an empty version at start.
+      echo "-X sigs.k8s.io/cluster-api-operator/version.gitVersion=$version" ;;
     cosign)
       # Without it `cosign version` reports "devel".
       echo "-X sigs.k8s.io/release-utils/version.gitVersion=$version" ;;

@@ -75,14 +75,34 @@ pub const CERT_MANAGER_IMAGES: [(&str, &str); 3] = [
 /// The shell commands of the given sections of the installation page (its ```sh blocks under a
 /// `## ` or `### ` heading of that name), in page order. Fails when a section is missing.
 pub fn page_commands(sections: &[&str]) -> anyhow::Result<String> {
-    let page = std::fs::read_to_string(testenv::env::repo_root().join(PAGE))?;
+    page_blocks(sections, "sh")
+}
+
+/// The ```yaml blocks of the given sections of the installation page, in page order, as one
+/// YAML stream. Fails when a section is missing.
+pub fn page_yaml(sections: &[&str]) -> anyhow::Result<String> {
+    page_blocks(sections, "yaml")
+}
+
+/// The blocks fenced as ```lang under the given `## ` or `### ` sections of the installation
+/// page, in page order; YAML blocks are separated by `---` lines.
+fn page_blocks(sections: &[&str], lang: &str) -> anyhow::Result<String> {
+    page_blocks_of(&testenv::env::repo_root().join(PAGE), sections, lang)
+}
+
+/// [`page_blocks`] of any page of the book, at `page` (this checkout's, or a previous
+/// release's).
+pub fn page_blocks_of(page: &Path, sections: &[&str], lang: &str) -> anyhow::Result<String> {
+    let label = page.display();
+    let page = std::fs::read_to_string(page).with_context(|| format!("reading {label}"))?;
     for s in sections {
         ensure!(
             page.lines()
                 .any(|l| l.strip_prefix("## ").or_else(|| l.strip_prefix("### ")) == Some(s)),
-            "{PAGE} has no section {s:?}"
+            "{label} has no section {s:?}"
         );
     }
+    let fence = format!("```{lang}");
     let mut out = String::new();
     let (mut section, mut in_block) = (String::new(), false);
     for line in page.lines() {
@@ -91,8 +111,11 @@ pub fn page_commands(sections: &[&str]) -> anyhow::Result<String> {
             .or_else(|| line.strip_prefix("### "))
         {
             h.clone_into(&mut section);
-        } else if line == "```sh" {
+        } else if line == fence {
             in_block = sections.contains(&section.as_str());
+            if in_block && lang == "yaml" && !out.is_empty() {
+                out.push_str("---\n");
+            }
         } else if line == "```" {
             in_block = false;
         } else if in_block {
@@ -112,16 +135,36 @@ pub fn run_page(
     registry: &str,
     home: &Path,
     cwd: &Path,
-    env: &[(&str, &str)],
+    env: &[(String, String)],
 ) -> anyhow::Result<String> {
-    let script = page_commands(sections)?
+    run_script(
+        sections,
+        &page_commands(sections)?,
+        registry,
+        home,
+        cwd,
+        env,
+    )
+}
+
+/// Runs `script`, the commands of the `sections` of a page, as [`run_page`] runs the
+/// installation page's.
+pub fn run_script(
+    sections: &[&str],
+    script: &str,
+    registry: &str,
+    home: &Path,
+    cwd: &Path,
+    env: &[(String, String)],
+) -> anyhow::Result<String> {
+    let script = script
         .replace(EXAMPLE_REGISTRY, &format!("{registry}/you"))
         .replace("${HOME}", &home.display().to_string());
     let started = Instant::now();
     let out = Command::new("bash")
         .args(["-euo", "pipefail", "-c", &script])
         .current_dir(cwd)
-        .envs(env.iter().copied())
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .context("running bash")?;
     eprintln!("{sections:?} took {:.1}s", started.elapsed().as_secs_f64());
@@ -183,8 +226,11 @@ pub fn write_local_repositories(root: &Path) -> anyhow::Result<()> {
 }
 
 /// Pushes an image holding one static binary of the test binaries at `/<entrypoint>`, user
-/// 65532, as `registry/repository:tag`.
-async fn push_binary_image(
+/// 65532, as `registry/repository:tag`. Like the distroless `static:nonroot` base upstream's
+/// images use, it has a writable `/tmp` and an `/etc/passwd` naming the user's home
+/// `/home/nonroot`, which the kubelet gives as `$HOME` (the Cluster API Operator's clusterctl
+/// library writes its configuration there).
+pub async fn push_binary_image(
     registry: &str,
     repository: &str,
     tag: &str,
@@ -195,6 +241,12 @@ async fn push_binary_image(
     let mut layer = Layer::new();
     layer.host_binary(entrypoint, &path)?;
     layer.dir("/tmp", 0o1777);
+    layer.file(
+        "/etc/passwd",
+        "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
+        0o644,
+    );
+    layer.owner(65532, 65532).dir("/home/nonroot", 0o700);
     ImageBuilder::new()
         .layer(layer)
         .user("65532:65532")
@@ -222,6 +274,74 @@ pub async fn mirror_images(registry: &str) -> anyhow::Result<()> {
         push_binary_image(registry, &repo, &cm, binary, &format!("/app/{image}")).await?;
     }
     Ok(())
+}
+
+/// An empty test environment with its kubelet, ready for the installation page's commands: its
+/// registry, a kube client, a scratch home (image store, local repository, clusterctl.yaml) and
+/// the commands' bash environment (see [`page_env`]).
+#[derive(Debug)]
+pub struct InstallEnv {
+    /// The environment.
+    pub env: testenv::TestEnv,
+    /// Its registry's host.
+    pub registry: String,
+    /// A client of its API server.
+    pub kube: crate::kube_ops::Kube,
+    /// The scratch home.
+    pub tmp: tempfile::TempDir,
+    /// The page commands' environment variables.
+    pub vars: Vec<(String, String)>,
+}
+
+impl InstallEnv {
+    /// Starts the environment `name` and pushes the runtime base images into its registry.
+    pub async fn start(name: &str) -> anyhow::Result<Self> {
+        let env = testenv::TestEnv::start_empty(name)?;
+        let registry = env.registry()?.host();
+        env.kubelet()?;
+        let kube = crate::kube_ops::Kube::new(env.client().await?);
+        let tmp = tempfile::tempdir()?;
+        let storage = tmp.path().join("images").display().to_string();
+        let bases = testenv::image::push_runtime_base_images(&registry).await?;
+        let vars = page_env(&env, &storage, &bases)?;
+        Ok(Self {
+            env,
+            registry,
+            kube,
+            tmp,
+            vars,
+        })
+    }
+}
+
+/// The bash environment of the page's commands: the test registry's images, a scratch image
+/// store, the environment's kubeconfig and the test binaries' clusterctl first on `PATH`.
+fn page_env(
+    env: &testenv::TestEnv,
+    storage: &str,
+    bases: &testenv::image::RuntimeBaseImages,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let clusterctl = testenv::testbin::path("clusterctl")?;
+    let path = format!(
+        "{}:{}",
+        clusterctl
+            .parent()
+            .context("clusterctl's directory")?
+            .display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Ok(vec![
+        ("IMAGE_PROFILE".into(), "dev".into()),
+        ("IMAGE_STORAGE_ROOT".into(), storage.into()),
+        ("TERRAFORM_IMAGE".into(), bases.terraform.clone()),
+        ("TOFU_IMAGE".into(), bases.tofu.clone()),
+        (
+            "KUBECONFIG".into(),
+            env.endpoints().kubeconfig.display().to_string(),
+        ),
+        ("CLUSTERCTL_DISABLE_VERSIONCHECK".into(), "true".into()),
+        ("PATH".into(), path),
+    ])
 }
 
 #[cfg(test)]

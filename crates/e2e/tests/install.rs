@@ -27,58 +27,27 @@
 use std::time::Instant;
 
 use anyhow::ensure;
-use e2e::install::{mirror_images, run_page, write_local_repositories};
+use e2e::install::{InstallEnv, mirror_images, run_page, write_local_repositories};
 use e2e::installed::{
     check_captf_pods, check_runner_image, check_uninstalled, check_webhook_called,
     delete_quickstart_cluster, wait_webhooks_trusted,
 };
-use e2e::kube_ops::Kube;
 use e2e::quickstart::{self, Progress};
 use e2e::suite::{Images, JobLog};
-use testenv::TestEnv;
 
 const VERSION: &str = "v0.1.0";
-
-/// The bash environment of the page's commands: the test registry's images, a scratch image
-/// store, the environment's kubeconfig and the test binaries' clusterctl first on `PATH`.
-fn page_env(
-    env: &TestEnv,
-    storage: &str,
-    bases: &testenv::image::RuntimeBaseImages,
-) -> Vec<(String, String)> {
-    let clusterctl = testenv::testbin::path("clusterctl").unwrap();
-    let path = format!(
-        "{}:{}",
-        clusterctl.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    vec![
-        ("IMAGE_PROFILE".into(), "dev".into()),
-        ("IMAGE_STORAGE_ROOT".into(), storage.into()),
-        ("TERRAFORM_IMAGE".into(), bases.terraform.clone()),
-        ("TOFU_IMAGE".into(), bases.tofu.clone()),
-        (
-            "KUBECONFIG".into(),
-            env.endpoints().kubeconfig.display().to_string(),
-        ),
-        ("CLUSTERCTL_DISABLE_VERSIONCHECK".into(), "true".into()),
-        ("PATH".into(), path),
-    ]
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusterctl_init_installs_captf_with_cluster_api_and_cert_manager_as_pods()
 -> anyhow::Result<()> {
     let started = Instant::now();
-    let env = TestEnv::start_empty("captf-install")?;
-    let registry = env.registry()?.host();
-    env.kubelet()?;
-    let kube = Kube::new(env.client().await?);
-    let tmp = tempfile::tempdir()?;
-    let storage = tmp.path().join("images").display().to_string();
-    let bases = testenv::image::push_runtime_base_images(&registry).await?;
-    let vars = page_env(&env, &storage, &bases);
-    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let InstallEnv {
+        env,
+        registry,
+        kube,
+        tmp,
+        vars,
+    } = InstallEnv::start("captf-install").await?;
 
     // 1-2: the page's images and repository, and what an offline machine needs beside them.
     let root = testenv::env::repo_root();

@@ -1,7 +1,7 @@
-//! The release snapshot (issue 30 items 1 and 2; the book's Installation page, "Platforms" and
-//! "Release snapshot"): `make release-snapshot` cuts a release on this x86-64 machine, for
-//! linux/amd64 and linux/arm64, into a folder and the test registry, and every part of it is
-//! checked as a user on either platform meets it.
+//! The release snapshot (issue 30 items 1 to 3; the book's Installation page, "Platforms",
+//! "Release snapshot" and "Install with the Cluster API Operator"): `make release-snapshot` cuts
+//! a release on this x86-64 machine, for linux/amd64 and linux/arm64, into a folder and the test
+//! registry, and every part of it is checked as a user on either platform meets it.
 //!
 //! 1. The Linux tfcapi-lint assets verify against their checksum file, are static binaries of
 //!    their architecture, and `version --json` runs — the arm64 one under Debian's qemu-user;
@@ -18,14 +18,22 @@
 //!    refuses a checksum file changed after signing.
 //! 5. CAPTF installs from the release alone, after its signatures verified: `clusterctl init`
 //!    with a provider entry naming the release folder's `infrastructure-components.yaml` (nothing
-//!    of the clone), the images from the release's registry (linux/amd64 taken from each index),
+//!    of the clone), CAPTF's three images copied into a mirror with both platforms and named by an
+//!    `images:` override (`clusterctl init list-images` lists the mirror's, the runner's included),
+//!    the other images from the release's registry (linux/amd64 taken from each index),
 //!    and the Quick Start passes against it with the release's flavor, identity template and no-op
 //!    module images, then the delete.
+//! 6. The same release installs through the Cluster API Operator (v0.29.0, built from the Go
+//!    module proxy), once `clusterctl delete` removed the first install: Cluster API's providers
+//!    and CAPTF's `InfrastructureProvider` (the installation page's YAML as written, with more
+//!    `spec.manager` settings) from ConfigMaps, Ready; the manager runs with every flag the
+//!    Operator passes for them and never restarts; the Quick Start passes against it; deleting
+//!    the provider object removes CAPTF's Deployments.
 //!
 //! Needs the test binaries (`make testbin`: crane, and tofu and terraform for linux/arm64), the
 //! linux/arm64 builds and qemu-user (`make static-dev-arm64`), cosign (`make release-snapshot`
-//! builds it from the Go module proxy) and a container engine or Debian's buildah (the make
-//! targets install buildah).
+//! builds it from the Go module proxy), the Cluster API Operator (`make testbin`) and a container
+//! engine or Debian's buildah (the make targets install buildah).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -34,10 +42,11 @@ use std::process::{Command, Output};
 use anyhow::{Context as _, bail, ensure};
 use e2e::install::{mirror_images, write_local_repositories};
 use e2e::installed::{
-    check_captf_pods, check_runner_image, check_webhook_called, delete_quickstart_cluster,
+    WAIT, check_captf_pods, check_runner_image, check_webhook_called, delete_quickstart_cluster,
     wait_webhooks_trusted,
 };
 use e2e::kube_ops::Kube;
+use e2e::operator;
 use e2e::quickstart::{self, Progress};
 use e2e::suite::{Images, JobLog};
 use serde_json::Value;
@@ -448,12 +457,63 @@ images:
     repository: {m}/cluster-api
   cert-manager:
     repository: {m}/jetstack
+  infrastructure-terraform:
+    repository: {registry}/{MIRROR}
 ",
         release.display()
     ))
 }
 
-/// Step 5: `clusterctl init` from the release, the Quick Start against it, the delete.
+/// Where the install from the release mirrors CAPTF's images, as an air-gapped user does.
+const MIRROR: &str = "mirror/captf";
+/// CAPTF's three images, by repository name.
+const CAPTF_IMAGES: [&str; 3] = [
+    "cluster-api-provider-terraform",
+    "cluster-api-provider-terraform-webhook",
+    "cluster-api-provider-terraform-runner",
+];
+
+/// Copies CAPTF's three images, every platform of each, from the release's registry into the
+/// mirror (`crane copy`, as the Installation page's "Install from a release" does); both
+/// platforms stay.
+fn mirror_release_images(registry: &str) -> anyhow::Result<()> {
+    for name in CAPTF_IMAGES {
+        let mirrored = format!("{registry}/{MIRROR}/{name}:v0.1.0");
+        crane(&["copy", &format!("{registry}/you/{name}:v0.1.0"), &mirrored])?;
+        check_index(&mirrored)?;
+    }
+    Ok(())
+}
+
+/// The test binaries' clusterctl against `env`'s cluster, without its version check.
+fn clusterctl_command(env: &TestEnv) -> anyhow::Result<Command> {
+    let mut cmd = Command::new(testenv::testbin::path("clusterctl")?);
+    cmd.env("KUBECONFIG", &env.endpoints().kubeconfig)
+        .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true");
+    Ok(cmd)
+}
+
+/// `clusterctl init`'s arguments for the release and Cluster API's pinned providers.
+fn init_args(config: &Path) -> anyhow::Result<Vec<String>> {
+    let capi = testenv::testbin::version("cluster-api")?;
+    Ok([
+        "--config".to_owned(),
+        config.display().to_string(),
+        "--core".to_owned(),
+        format!("cluster-api:{capi}"),
+        "--bootstrap".to_owned(),
+        format!("kubeadm:{capi}"),
+        "--control-plane".to_owned(),
+        format!("kubeadm:{capi}"),
+        "--infrastructure".to_owned(),
+        "terraform:v0.1.0".to_owned(),
+    ]
+    .into())
+}
+
+/// Step 5: `clusterctl init` from the release, with CAPTF's images mirrored as an air-gapped
+/// user does (`clusterctl init list-images` lists the mirror's three, the runner's included), the
+/// Quick Start against it, the delete.
 async fn install_from_release(
     env: &TestEnv,
     tmp: &Path,
@@ -464,44 +524,250 @@ async fn install_from_release(
     let repos = tmp.join("local-repository");
     write_local_repositories(&repos)?;
     mirror_images(registry).await?;
+    mirror_release_images(registry)?;
     let config = tmp.join("clusterctl.yaml");
     std::fs::write(&config, clusterctl_config(&snapshot.dir, &repos, registry)?)?;
-    let capi = testenv::testbin::version("cluster-api")?;
-    let started = std::time::Instant::now();
-    run(Command::new(testenv::testbin::path("clusterctl")?)
-        .args(["init", "--config"])
-        .arg(&config)
-        .args(["--core", &format!("cluster-api:{capi}")])
-        .args(["--bootstrap", &format!("kubeadm:{capi}")])
-        .args(["--control-plane", &format!("kubeadm:{capi}")])
-        .args(["--infrastructure", "terraform:v0.1.0", "--wait-providers"])
-        .env("KUBECONFIG", &env.endpoints().kubeconfig)
-        .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true"))?;
-    let init = started.elapsed();
-    let ns = env.namespace("released").await?;
-    wait_webhooks_trusted(&kube, &ns).await?;
-    check_captf_pods(env, &kube).await?;
-    check_webhook_called(&kube, &ns).await?;
-    let m = format!("{registry}/you");
-    let images = Images {
-        runner: format!("{m}/cluster-api-provider-terraform-runner:v0.1.0"),
-        cluster: format!("{m}/noop-cluster:v0.1.0-opentofu"),
-        machine: format!("{m}/noop-machine:v0.1.0-opentofu"),
-        machinepool: format!("{m}/noop-machinepool:v0.1.0-opentofu"),
+    let clusterctl = |args: &[&str]| {
+        run(clusterctl_command(env)?
+            .args(args)
+            .args(init_args(&config)?))
     };
-    // The flavor and the identity template are the release's own files.
-    let clusterctl = quickstart::flavor_clusterctl_in(&tmp.join("flavors"), &images, &ns)?
-        .templates_from(&snapshot.dir);
-    let jobs = JobLog::watch(&kube, &ns);
-    let progress = Progress::new(true);
-    let f =
-        quickstart::run_with(&clusterctl, &kube, &ns, &ns, "my-cluster", &progress, true).await?;
-    check_runner_image(&kube, &ns, &images.runner).await?;
-    delete_quickstart_cluster(&kube, &ns, "my-cluster", &jobs).await?;
+    // Every image of CAPTF's the install pulls, the runner's included, is the mirror's.
+    let listed = String::from_utf8(clusterctl(&["init", "list-images"])?.stdout)?;
+    for name in CAPTF_IMAGES {
+        let want = format!("{registry}/{MIRROR}/{name}:v0.1.0");
+        ensure!(
+            listed.lines().any(|l| l.trim() == want),
+            "clusterctl init list-images does not list {want}:\n{listed}"
+        );
+    }
+    ensure!(
+        !listed.contains(&format!("{registry}/you/cluster-api-provider-terraform")),
+        "an image of the release's own registry is still listed:\n{listed}"
+    );
+    let started = std::time::Instant::now();
+    clusterctl(&["init", "--wait-providers"])?;
+    let init = started.elapsed();
+    let runner = format!("{registry}/{MIRROR}/cluster-api-provider-terraform-runner:v0.1.0");
+    let provisioned =
+        quickstart_on_release(env, &kube, tmp, snapshot, (registry, &runner), "opentofu").await?;
     println!(
         "e2e figures: install from the release: clusterctl init {:.1}s, apply to Machine Provisioned {:.1}s",
         init.as_secs_f64(),
-        f.apply_to_machine_provisioned.as_secs_f64()
+        provisioned.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The Quick Start against an install of the release, in a namespace of its own, once the
+/// install is checked: the release's own flavor and identity template, its no-op module images
+/// of `runtime`, Jobs running `runner` (the release's runner image, or its mirror's), then the
+/// delete. Returns the time from apply to Machine Provisioned.
+async fn quickstart_on_release(
+    env: &TestEnv,
+    kube: &Kube,
+    tmp: &Path,
+    snapshot: &Snapshot,
+    (registry, runner): (&str, &str),
+    runtime: &str,
+) -> anyhow::Result<std::time::Duration> {
+    let ns = env.namespace(runtime).await?;
+    wait_webhooks_trusted(kube, &ns).await?;
+    check_captf_pods(env, kube).await?;
+    check_webhook_called(kube, &ns).await?;
+    let m = format!("{registry}/you");
+    let images = Images {
+        runner: runner.to_owned(),
+        cluster: format!("{m}/noop-cluster:v0.1.0-{runtime}"),
+        machine: format!("{m}/noop-machine:v0.1.0-{runtime}"),
+        machinepool: format!("{m}/noop-machinepool:v0.1.0-{runtime}"),
+    };
+    // The flavor and the identity template are the release's own files.
+    let clusterctl =
+        quickstart::flavor_clusterctl_in(&tmp.join(format!("flavors-{runtime}")), &images, &ns)?
+            .templates_from(&snapshot.dir);
+    let jobs = JobLog::watch(kube, &ns);
+    let progress = Progress::new(true);
+    let f =
+        quickstart::run_with(&clusterctl, kube, &ns, &ns, "my-cluster", &progress, true).await?;
+    check_runner_image(kube, &ns, &images.runner).await?;
+    delete_quickstart_cluster(kube, &ns, "my-cluster", &jobs).await?;
+    Ok(f.apply_to_machine_provisioned)
+}
+
+/// Removes everything `clusterctl init` installed but cert-manager: the providers, their CRDs and
+/// their namespaces, as a user moving to the Operator does; waits until they are gone.
+async fn remove_clusterctl_install(env: &TestEnv, kube: &Kube, tmp: &Path) -> anyhow::Result<()> {
+    delete_captf_objects(kube).await?;
+    // One provider at a time, dependents first, each once the namespace holding its inventory
+    // entry is gone: a single `--all` deletes some providers' CRDs before it reaches another,
+    // whose deletion then fails listing those kinds (seen for MachineDeployment and
+    // KubeadmControlPlane).
+    let steps: [(&[&str], &str); 4] = [
+        (&["--infrastructure", "terraform"], "captf-system"),
+        (
+            &["--control-plane", "kubeadm"],
+            "capi-kubeadm-control-plane-system",
+        ),
+        (&["--bootstrap", "kubeadm"], "capi-kubeadm-bootstrap-system"),
+        (&["--core", "cluster-api"], "capi-system"),
+    ];
+    for (which, ns) in steps {
+        run(clusterctl_command(env)?
+            .arg("delete")
+            .args(which)
+            .args(["--include-crd", "--include-namespace", "--config"])
+            .arg(tmp.join("clusterctl.yaml")))?;
+        kube.wait_gone(("v1", "Namespace"), "", ns, WAIT).await?;
+    }
+    for crd in [
+        "clusters.cluster.x-k8s.io",
+        "terraformclusters.infrastructure.cluster.x-k8s.io",
+    ] {
+        kube.wait_gone(
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+            "",
+            crd,
+            WAIT,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Deletes every object of CAPTF's kinds left after the Quick Start (its identity), while the
+/// manager still runs to release them: `clusterctl delete --include-crd` refuses CRDs that still
+/// hold objects.
+async fn delete_captf_objects(kube: &Kube) -> anyhow::Result<()> {
+    let crds = kube
+        .list(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            "",
+            "cluster.x-k8s.io/provider=infrastructure-terraform",
+        )
+        .await?;
+    for crd in &crds {
+        let kind = crd["spec"]["names"]["kind"].as_str().context("kind")?;
+        let api_version = format!(
+            "{}/{}",
+            crd["spec"]["group"].as_str().context("group")?,
+            crd["spec"]["versions"][0]["name"]
+                .as_str()
+                .context("version")?
+        );
+        for obj in kube.list(&api_version, kind, "", "").await? {
+            let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
+            let name = e2e::kube_ops::name_of(&obj);
+            kube.delete(&api_version, kind, ns, &name).await?;
+            kube.wait_gone((&api_version, kind), ns, &name, WAIT)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// The `spec.manager` settings the Operator install adds to the page's: every one the Operator
+/// turns into a manager flag, and the flags it must pass for them.
+fn operator_manager_settings() -> (Value, Vec<&'static str>) {
+    let settings = serde_json::json!({
+        "maxConcurrentReconciles": 4,
+        "verbosity": 3,
+        "featureGates": {"MachinePool": true, "ClusterTopology": true},
+        "profilerAddress": "localhost:6060",
+        "controller": {"groupKindConcurrency": {"TerraformMachine": 6}},
+        "health": {"healthProbeBindAddress": ":9440"},
+        "metrics": {"bindAddress": ":8443", "diagnosticsAddress": ":8443"},
+        "webhook": {"port": 9443, "host": "0.0.0.0", "certDir": "/tmp/k8s-webhook-server/serving-certs"},
+        "leaderElection": {
+            "leaderElect": true,
+            "resourceName": "captf-operator",
+            "resourceNamespace": "captf-system",
+            "resourceLock": "leases",
+            "leaseDuration": "15s",
+            "renewDeadline": "10s",
+            "retryPeriod": "2s",
+        },
+    });
+    let flags = vec![
+        "--max-concurrent-reconciles=4",
+        "--terraformmachine-concurrency=6",
+        "--v=3",
+        "--feature-gates=ClusterTopology=true,MachinePool=true",
+        "--profiler-address=localhost:6060",
+        "--health-addr=:9440",
+        "--metrics-bind-addr=:8443",
+        "--diagnostics-address=:8443",
+        "--webhook-port=9443",
+        "--webhook-host=0.0.0.0",
+        "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs",
+        "--leader-elect=true",
+        "--leader-election-id=captf-system/captf-operator",
+        "--sync-period=600s",
+        // The page's configSecret.
+        "--state-backups=3",
+        "--drift-default-interval=1h0m0s",
+    ];
+    (settings, flags)
+}
+
+/// Step 6: the same release through the Cluster API Operator, after the clusterctl install is
+/// removed: the Operator, Cluster API's providers and CAPTF as its objects, the manager started
+/// with every flag the Operator passes, the Quick Start against it, then the provider deleted.
+async fn install_with_operator(
+    env: &TestEnv,
+    tmp: &Path,
+    snapshot: &Snapshot,
+    registry: &str,
+) -> anyhow::Result<()> {
+    let kube = Kube::new(env.client().await?);
+    remove_clusterctl_install(env, &kube, tmp).await?;
+    let started = std::time::Instant::now();
+    operator::install(&kube, registry).await?;
+    let capi = operator::install_capi(&kube, registry).await?;
+    let (settings, flags) = operator_manager_settings();
+    let version = operator::install_captf(&kube, &snapshot.dir, &settings).await?;
+    let capi_version = testenv::testbin::version("cluster-api")?;
+    for (kind, ns, name) in &capi {
+        operator::wait_ready(&kube, kind, ns, name, &capi_version).await?;
+    }
+    operator::wait_ready(
+        &kube,
+        "InfrastructureProvider",
+        "captf-system",
+        "terraform",
+        &version,
+    )
+    .await?;
+    let install = started.elapsed();
+    let args = operator::manager_args(&kube).await?;
+    for flag in &flags {
+        ensure!(
+            args.iter().any(|a| a == flag),
+            "the Operator did not pass {flag}: {args:?}"
+        );
+    }
+    // The Terraform-based module images this time.
+    let runner = format!("{registry}/you/cluster-api-provider-terraform-runner:v0.1.0");
+    let provisioned =
+        quickstart_on_release(env, &kube, tmp, snapshot, (registry, &runner), "terraform").await?;
+    operator::check_manager_running(&kube).await?;
+    // Deleting the provider object uninstalls CAPTF.
+    kube.delete(
+        operator::API,
+        "InfrastructureProvider",
+        "captf-system",
+        "terraform",
+    )
+    .await?;
+    for name in ["captf-controller-manager", "captf-webhook"] {
+        kube.wait_gone(("apps/v1", "Deployment"), "captf-system", name, WAIT)
+            .await?;
+    }
+    println!(
+        "e2e figures: install through the Cluster API Operator: providers Ready {:.1}s, apply to Machine Provisioned {:.1}s",
+        install.as_secs_f64(),
+        provisioned.as_secs_f64()
     );
     Ok(())
 }
@@ -520,7 +786,8 @@ async fn a_release_snapshot_builds_signs_runs_and_installs_for_linux_amd64_and_l
     provider_images(tmp.path(), &snapshot.dir, &host)?;
     noop_images(tmp.path(), &host, &lint)?;
     signatures(&snapshot, &host)?;
-    install_from_release(&env, tmp.path(), &snapshot, &host).await
+    install_from_release(&env, tmp.path(), &snapshot, &host).await?;
+    install_with_operator(&env, tmp.path(), &snapshot, &host).await
 }
 
 /// A platform CAPTF does not build for is refused before anything is built, naming the ones it

@@ -55,6 +55,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 #[command(
     name = "manager",
     disable_version_flag = true,
+    // A flag given twice takes its last value, as Go's flag packages do: the Cluster API
+    // Operator appends `--leader-elect=true` after the Deployment's own `--leader-elect`.
+    args_override_self = true,
     about = "The CAPTF manager: reconciles TerraformCluster, TerraformMachine and TerraformClusterIdentity"
 )]
 #[allow(clippy::struct_excessive_bools)]
@@ -183,6 +186,9 @@ struct Cli {
     /// Passed by the Cluster API Operator; ignored with a warning, as --webhook-port.
     #[arg(long)]
     webhook_cert_dir: Option<String>,
+    /// Passed by the Cluster API Operator; ignored with a warning, as --webhook-port.
+    #[arg(long)]
+    webhook_host: Option<String>,
     /// Print the version and exit; --version=raw prints the whole version record.
     #[arg(long = "version", value_name = "raw", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = flags::parse_version_flag)]
@@ -238,6 +244,7 @@ fn reconcile_operator_flags(cli: &mut Cli, matches: &clap::ArgMatches) -> Vec<St
     let webhook_flags = [
         ("webhook-port", cli.webhook_port.map(|p| p.to_string())),
         ("webhook-cert-dir", cli.webhook_cert_dir.clone()),
+        ("webhook-host", cli.webhook_host.clone()),
     ];
     for (flag, value) in webhook_flags {
         if let Some(value) = value {
@@ -473,6 +480,7 @@ mod tests {
             "--terraformmachine-concurrency=7",
             "--webhook-port=9443",
             "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs",
+            "--webhook-host=0.0.0.0",
             "--profiler-address=localhost:6060",
             "--feature-gates=MachinePool=true,ClusterTopology=true,ContextualLogging=false",
         ]);
@@ -487,6 +495,7 @@ mod tests {
             "--leader-election-id=captf-operator",
             "--webhook-port=9443",
             "--webhook-cert-dir=",
+            "--webhook-host=0.0.0.0",
             "MachinePool, ClusterTopology",
         ] {
             assert!(notes.contains(flag), "no note on {flag}: {notes}");
@@ -510,6 +519,21 @@ mod tests {
             "--leader-election-id=controller-leader-election-captf",
         ]);
         assert!(notes.is_empty(), "{notes:?}");
+    }
+
+    /// A flag given twice takes its last value, as with Go's flag packages: the Operator
+    /// appends its `--leader-elect=…` and `--v=…` after the Deployment's own.
+    #[test]
+    fn a_repeated_flag_takes_its_last_value() {
+        let (cli, _) = parsed(&[
+            "manager",
+            "--leader-elect",
+            "--v=2",
+            "--leader-elect=false",
+            "--v=4",
+        ]);
+        assert!(!cli.leader_elect);
+        assert_eq!(cli.verbosity, 4);
     }
 
     /// component-base's flag forms: underscores in names, logging flags, `--version=raw`.

@@ -428,6 +428,7 @@ fn the_deployment_runs_the_documented_manager() {
             "--state-backups=${CAPTF_STATE_BACKUPS:=5}",
             "--runner-events=${CAPTF_RUNNER_EVENTS:=true}",
             "--v=${CAPTF_LOG_LEVEL:=2}",
+            "--logging-format=${CAPTF_LOGGING_FORMAT:=text}",
         ])
     );
 

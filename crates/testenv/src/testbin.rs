@@ -81,6 +81,12 @@ const TOOLS: &[Tool] = &[
         go_mod: include_str!("../../../hack/testbin/promtool/go.mod"),
         binaries: &["promtool"],
     },
+    Tool {
+        name: "cluster-api-operator",
+        module: "sigs.k8s.io/cluster-api-operator",
+        go_mod: include_str!("../../../hack/testbin/cluster-api-operator/go.mod"),
+        binaries: &["cluster-api-operator"],
+    },
     // Built by `make release-snapshot` (`hack/testbin.sh cosign`), not by `make testbin`.
     Tool {
         name: "cosign",

@@ -328,6 +328,19 @@ fn manifests_release_writes_a_clusterctl_repository_with_the_release_images() {
             .count(),
         2
     );
+    // One logging-format variable for both Deployments, each keeping its own default.
+    let substituted = |vars: &[(&str, &str)]| {
+        let values = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        testenv::manifests::substitute_variables(&components, &values).unwrap()
+    };
+    let defaults = substituted(&[]);
+    assert_eq!(defaults.matches("--logging-format=text").count(), 1);
+    assert_eq!(defaults.matches("--logging-format=json").count(), 1);
+    let json = substituted(&[("CAPTF_LOGGING_FORMAT", "json")]);
+    assert_eq!(json.matches("--logging-format=json").count(), 2);
     // The opt-in overlays and the identity templates are assets of their own, usable without a
     // clone.
     let prometheus =

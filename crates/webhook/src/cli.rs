@@ -13,6 +13,9 @@ pub use serving::{Listen, TlsVersion, parse_listen};
 #[command(
     name = "webhook",
     version,
+    // A flag given twice takes its last value, as Go's flag packages do (the Cluster API
+    // Operator appends flags after a Deployment's own).
+    args_override_self = true,
     about = "The CAPTF validating admission webhook for the seven Terraform* kinds"
 )]
 pub struct Cli {
@@ -162,6 +165,15 @@ mod tests {
         assert!(!a.insecure_diagnostics);
         assert_eq!(a.tls_min_version, TlsVersion::Tls12);
         assert_eq!(a.webhook_cert_reload_interval, Duration::from_secs(10));
+    }
+
+    /// A flag given twice takes its last value, as with Go's flag packages.
+    #[test]
+    fn a_repeated_flag_takes_its_last_value() {
+        let cli =
+            Cli::try_parse_from(["webhook", "--v=2", "--webhook-port=9443", "--v=4"]).unwrap();
+        assert_eq!(cli.serve.verbosity, 4);
+        assert_eq!(cli.serve.webhook_port, 9443);
     }
 
     #[test]
