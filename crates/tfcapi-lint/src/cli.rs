@@ -33,6 +33,9 @@ enum Command {
     Module(ModuleArgs),
     /// Lint a module image: a registry reference, or oci:DIR for a local OCI image layout.
     Image(ImageArgs),
+    /// Print the module directories of a repository, one per line: those holding FILEs (what
+    /// the pre-commit hook lints), or every module the root's .tfcapi-lint.hcl maps.
+    Modules(ModulesArgs),
     /// Print the version and the contract versions this release lints against.
     Version(VersionArgs),
 }
@@ -53,8 +56,9 @@ struct CommonArgs {
     /// The role the module implements (else `role` of the configuration file).
     #[arg(long, value_enum)]
     role: Option<Role>,
-    /// A configuration file (role, strict, allow_warning); `module` reads the module
-    /// directory's .tfcapi-lint.hcl when this is not given.
+    /// A configuration file (role, runtime, strict, allow_warning, or a repository's module
+    /// map); `module` reads the module directory's .tfcapi-lint.hcl, else the map above it, when
+    /// this is not given.
     #[arg(long, value_name = "FILE")]
     config: Option<String>,
     /// The contract version to lint against.
@@ -97,9 +101,10 @@ struct ModuleArgs {
     #[command(flatten)]
     common: CommonArgs,
     /// The runtime the module runs on, which decides which files count (`tofu`: `x.tofu`
-    /// replaces `x.tf`; `terraform`: `.tofu` files are ignored).
-    #[arg(long, value_enum, default_value = "tofu")]
-    runtime: RuntimeArg,
+    /// replaces `x.tf`; `terraform`: `.tofu` files are ignored); else `runtime` of the
+    /// configuration, else tofu.
+    #[arg(long, value_enum)]
+    runtime: Option<RuntimeArg>,
     /// The module directory.
     #[arg(value_name = "DIR")]
     dir: String,
@@ -121,6 +126,17 @@ struct ImageArgs {
     /// A registry reference (registry/repo:tag or @sha256:...), or oci:DIR[:NAME].
     #[arg(value_name = "REF")]
     reference: String,
+}
+
+#[derive(Debug, Args)]
+struct ModulesArgs {
+    /// The repository's configuration file (default: .tfcapi-lint.hcl in the working
+    /// directory, the repository root); paths are relative to its directory.
+    #[arg(long, value_name = "FILE")]
+    config: Option<String>,
+    /// Changed files, relative to the root (none: every module the map names).
+    #[arg(value_name = "FILE")]
+    files: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -161,16 +177,18 @@ where
             version(args.json, out);
             exit::CLEAN
         }
+        Command::Modules(args) => modules(&args, out, err),
         Command::Module(args) => {
             let Some(settings) = settings(&args.common, Some(&args.dir), err) else {
                 return exit::USAGE;
             };
-            let findings = module::lint_dir_for(
-                Path::new(&args.dir),
-                &args.dir,
-                settings.role,
-                args.runtime.into(),
-            );
+            let runtime = args
+                .runtime
+                .map(module::Runtime::from)
+                .or(settings.runtime)
+                .unwrap_or_default();
+            let findings =
+                module::lint_dir_for(Path::new(&args.dir), &args.dir, settings.role, runtime);
             emit(
                 &Report::new(findings, &settings.allowed),
                 &args.common,
@@ -217,46 +235,145 @@ fn check_reference(reference: &str) -> Result<(), String> {
         .map_err(|e| format!("{reference:?} is not a valid image reference: {e}"))
 }
 
+/// `tfcapi-lint modules`: the module directories, one per line on `out`; each file left out
+/// and why on `err`.
+fn modules(args: &ModulesArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let (path, label) = match &args.config {
+        Some(p) => (Path::new(p).to_path_buf(), p.clone()),
+        None => (
+            Path::new(config::FILE_NAME).to_path_buf(),
+            config::FILE_NAME.to_owned(),
+        ),
+    };
+    let file = if args.config.is_some() || path.is_file() {
+        match config::load(&path, &label) {
+            Ok(f) => Some(f),
+            Err(why) => {
+                let _ = writeln!(err, "error: {why}");
+                return exit::USAGE;
+            }
+        }
+    } else {
+        None
+    };
+    // A map's paths are relative to its directory. A `--config` file without module blocks
+    // holds the settings every module is linted with (as `module --config` reads it), not a
+    // module of its own: only its `skip` counts here, and paths stay relative to the working
+    // directory.
+    let file = match file {
+        Some(f) if args.config.is_some() && !f.is_map() => Some(config::ConfigFile {
+            skip: f.skip,
+            ..config::ConfigFile::default()
+        }),
+        other => other,
+    };
+    let root = match path.parent() {
+        Some(p)
+            if !p.as_os_str().is_empty()
+                && file.as_ref().is_some_and(config::ConfigFile::is_map) =>
+        {
+            p.to_path_buf()
+        }
+        _ => Path::new(".").to_path_buf(),
+    };
+    match crate::repo::modules(&root, file.as_ref(), &args.files) {
+        Ok(found) => {
+            for line in &found.left_out {
+                let _ = writeln!(err, "tfcapi-lint: {line}");
+            }
+            for dir in &found.dirs {
+                let _ = writeln!(out, "{dir}");
+            }
+            exit::CLEAN
+        }
+        Err(why) => {
+            let _ = writeln!(err, "error: {why}");
+            exit::USAGE
+        }
+    }
+}
+
 /// What a run lints with: the command line over the configuration file.
 struct Settings {
     role: Role,
+    runtime: Option<module::Runtime>,
     strict: bool,
     allowed: BTreeSet<String>,
 }
 
-/// The command line's flags over the configuration file (`--config`, else the module
-/// directory's `.tfcapi-lint.hcl`): `--role` wins over `role`, `--strict` or `strict` makes the
-/// run strict, `--allow-warning` adds to `allow_warning`. `None` (after writing why) is a usage
+/// The configuration a run reads: `--config` (for a module, its block when the file is a map),
+/// else the module directory's own `.tfcapi-lint.hcl` or its block in the map above it.
+fn found_config(
+    common: &CommonArgs,
+    module_dir: Option<&str>,
+) -> Result<Option<config::Found>, String> {
+    let Some(path) = &common.config else {
+        return match module_dir {
+            Some(dir) => config::for_module_dir(Path::new(dir), dir.trim_end_matches('/')),
+            None => Ok(None),
+        };
+    };
+    let file = config::load(Path::new(path), path)?;
+    if !file.is_map() {
+        return Ok(Some(config::Found {
+            config: file.settings,
+            source: path.clone(),
+        }));
+    }
+    let Some(dir) = module_dir else {
+        return Err(format!(
+            "{path}: a module map (module blocks) configures module directories, not an image: give the image's settings in a file without module blocks"
+        ));
+    };
+    let abs = std::fs::canonicalize(dir).map_err(|e| format!("{dir}: {e}"))?;
+    config::in_map(&file, Path::new(path), &abs)
+        .map(Some)
+        .ok_or_else(|| format!("{path}: no module block maps {dir}"))
+}
+
+/// The command line's flags over the configuration file (see [`found_config`]): `--role` wins
+/// over `role`, `--strict` or `strict` makes the run strict, `--allow-warning` adds to
+/// `allow_warning` (`--runtime` is the module command's). `None` (after writing why) is a usage
 /// error.
 fn settings(
     common: &CommonArgs,
     module_dir: Option<&str>,
     err: &mut dyn Write,
 ) -> Option<Settings> {
-    let file = match (&common.config, module_dir) {
-        (Some(path), _) => config::load(Path::new(path), path).map(Some),
-        (None, Some(dir)) => config::for_module_dir(Path::new(dir), dir.trim_end_matches('/')),
-        (None, None) => Ok(None),
-    };
-    let file = match file {
-        Ok(f) => f.unwrap_or_default(),
+    let found = match found_config(common, module_dir) {
+        Ok(f) => f,
         Err(why) => {
             let _ = writeln!(err, "error: {why}");
             return None;
         }
     };
+    let file = found.as_ref().map(|f| f.config.clone()).unwrap_or_default();
     let Some(role) = common.role.or(file.role) else {
-        let _ = writeln!(
-            err,
-            "error: no role: pass --role cluster|machine|machinepool, or set role in the module's {}",
-            config::FILE_NAME
-        );
+        let _ = match (&found, module_dir) {
+            (Some(f), _) => writeln!(
+                err,
+                "error: no role: pass --role cluster|machine|machinepool, or set role in {}",
+                f.source
+            ),
+            (None, Some(dir)) => writeln!(
+                err,
+                "error: no role for {dir}: pass --role cluster|machine|machinepool, set role in {}/{}, or map it with a module block in the repository's {}",
+                dir.trim_end_matches('/'),
+                config::FILE_NAME,
+                config::FILE_NAME
+            ),
+            (None, None) => writeln!(
+                err,
+                "error: no role: pass --role cluster|machine|machinepool, or set role in the file --config names"
+            ),
+        };
         return None;
     };
     let mut allowed = allowed_warnings(common, err)?;
     allowed.extend(file.allow_warning);
     Some(Settings {
         role,
+        runtime: file.runtime,
         strict: common.strict || file.strict,
         allowed,
     })

@@ -7,13 +7,15 @@
 //! - [`image`] reads an image from a registry or an OCI layout and runs the image checks;
 //! - [`checks`] lists every check (ID, severity, roles, example, fix);
 //! - [`report`] and [`sarif`] turn findings into text, JSON or SARIF and an exit code;
-//! - [`cli`] is the command line, and [`config`] its configuration file `.tfcapi-lint.hcl`.
+//! - [`cli`] is the command line, [`config`] its configuration file `.tfcapi-lint.hcl`, and
+//!   [`repo`] the modules of a repository that file maps.
 
 pub mod checks;
 pub mod cli;
 pub mod config;
 pub mod image;
 pub mod module;
+pub mod repo;
 pub mod report;
 pub mod role;
 pub mod sarif;

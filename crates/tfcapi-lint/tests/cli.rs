@@ -149,7 +149,7 @@ fn the_configuration_file_sets_role_strict_and_allowed_warnings() {
     let (code, _, err) = run(&["module", d]);
     assert_eq!(code, 3);
     assert!(
-        err.contains("set role in the module's .tfcapi-lint.hcl"),
+        err.contains("set role in ") && err.contains("/.tfcapi-lint.hcl"),
         "{err}"
     );
     // The file's role and strictness: the warning fails the run.
@@ -663,5 +663,160 @@ fn null_accepting_validations_agree_with_a_real_plan() {
                 NullVerdict::Unknown => {}
             }
         }
+    }
+}
+
+fn run_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = bin().args(args).current_dir(dir).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// A repository's `.tfcapi-lint.hcl` maps module paths to their settings: `tfcapi-lint module`
+/// finds a module's block from inside the repository (role, runtime, strictness and allowed
+/// warnings, the top level's as defaults), `--config` names the map from anywhere, and
+/// `tfcapi-lint modules` names the modules holding changed files, leaving out skip folders,
+/// `.terraform/` and files in no module.
+#[test]
+fn a_repository_map_gives_each_module_its_settings() {
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    std::fs::create_dir(root.join(".git")).unwrap();
+    copy_dir(&noop("machine"), &root.join("modules/machine"));
+    copy_dir(&noop("cluster"), &root.join("modules/cluster"));
+    copy_dir(
+        Path::new(&bad("input-user-variable-default")),
+        &root.join("modules/loose"),
+    );
+    copy_dir(
+        Path::new(&bad("module-tofu-shadow")),
+        &root.join("modules/shadow"),
+    );
+    copy_dir(
+        Path::new(&bad("module-parse")),
+        &root.join("examples/broken"),
+    );
+    std::fs::write(
+        root.join(".tfcapi-lint.hcl"),
+        r#"strict = true
+skip   = ["examples"]
+
+module "modules/machine" {
+  role = "machine"
+}
+module "modules/cluster" {
+  role = "cluster"
+}
+module "modules/loose" {
+  role          = "machine"
+  allow_warning = ["input/user-variable-default"]
+}
+module "modules/shadow" {
+  role    = "machine"
+  runtime = "terraform"
+}
+"#,
+    )
+    .unwrap();
+
+    // Each module with its block's settings, from the repository root and from inside it.
+    assert_eq!(run_in(root, &["module", "modules/machine"]).0, 0);
+    let (code, out, err) = run_in(&root.join("modules/cluster"), &["module", "."]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = run_in(root, &["module", "modules/loose"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("info input/user-variable-default"), "{out}");
+    // The block's runtime: linted for Terraform, the .tofu file is the one not read; strict from
+    // the top level makes the warning fail; --runtime wins over the block.
+    let (code, out, _) = run_in(root, &["module", "modules/shadow"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("outputs.tofu:1: warning module/tofu-shadow"),
+        "{out}"
+    );
+    let (code, out, _) = run_in(root, &["module", "--runtime", "tofu", "modules/shadow"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("outputs.tf:1: warning module/tofu-shadow"),
+        "{out}"
+    );
+
+    // A folder the map does not name has no role; the error says where one goes.
+    let (code, _, err) = run_in(root, &["module", "examples/broken"]);
+    assert_eq!(code, 3);
+    assert!(
+        err.contains("module block in the repository's .tfcapi-lint.hcl"),
+        "{err}"
+    );
+
+    // --config names the map from outside the repository.
+    let map = root.join(".tfcapi-lint.hcl");
+    let map = map.to_str().unwrap();
+    let machine = root.join("modules/machine");
+    let (code, out, err) = run(&["module", "--config", map, machine.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = run(&[
+        "module",
+        "--config",
+        map,
+        root.join("examples/broken").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 3);
+    assert!(err.contains("no module block maps"), "{err}");
+    let (code, _, err) = run(&["image", "--config", map, "oci:/nonexistent"]);
+    assert_eq!(code, 3);
+    assert!(
+        err.contains("a module map (module blocks) configures module directories"),
+        "{err}"
+    );
+
+    // The modules of a repository, and of changed files.
+    let (code, out, _) = run_in(root, &["modules"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "modules/cluster\nmodules/loose\nmodules/machine\nmodules/shadow\n"
+    );
+    let (code, out, err) = run_in(
+        root,
+        &[
+            "modules",
+            "modules/machine/main.tf",
+            "modules/machine/modules/net/main.tf",
+            "modules/shadow/outputs.tofu",
+            "modules/machine/.terraform/modules/x/main.tf",
+            "examples/broken/main.tf",
+            "tools/main.tf",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "modules/machine\nmodules/shadow\n");
+    for why in [
+        "under .terraform/",
+        "in skip folder \"examples\"",
+        "tools/main.tf: in no module",
+    ] {
+        assert!(err.contains(why), "{why}: {err}");
+    }
+    // The same through --config, from elsewhere.
+    let (code, out, _) = run(&["modules", "--config", map, "modules/cluster/main.tf"]);
+    assert_eq!((code, out.as_str()), (0, "modules/cluster\n"));
+
+    // A broken map is a usage error naming it, for both commands.
+    std::fs::write(
+        root.join(".tfcapi-lint.hcl"),
+        "module \"m\" {\n  role = \"worker\"\n}\n",
+    )
+    .unwrap();
+    for args in [&["modules"][..], &["module", "modules/machine"][..]] {
+        let (code, _, err) = run_in(root, args);
+        assert_eq!(code, 3, "{args:?}");
+        assert!(
+            err.contains("role = \"worker\" is not a role"),
+            "{args:?}: {err}"
+        );
     }
 }

@@ -216,12 +216,60 @@ fn the_hook_lints_a_configured_module_root_and_not_its_nested_modules() {
     assert!(ok, "the configured module fails the hook:\n{text}");
 
     // The configuration's strictness applies: a warning in the root fails the hook.
+    let text = hook_after_a_warning(&module, &home, &root);
+    assert!(text.contains("input/user-variable-default"), "{text}");
+}
+
+/// Adds a user variable without a default (an `input/user-variable-default` warning) to the
+/// module in `root`, stages it, and runs the hooks, which must fail; returns their output.
+fn hook_after_a_warning(module: &Path, home: &Path, root: &Path) -> String {
     let variables = root.join("variables.tf");
     let mut text = std::fs::read_to_string(&variables).expect("variables.tf");
     text.push_str("\nvariable \"flavor\" {\n  type = string\n}\n");
     std::fs::write(&variables, text).expect("writing variables.tf");
-    git(&module, &["add", "."]);
-    let (ok, text) = run_hooks(&module, &home);
+    git(module, &["add", "."]);
+    let (ok, text) = run_hooks(module, home);
     assert!(!ok, "a warning passes the strict configuration:\n{text}");
+    text
+}
+
+/// A module map in the repository root's `.tfcapi-lint.hcl` gives one hook entry without `args`
+/// every module's role and settings: the mapped modules are linted, a skip folder and a folder
+/// in no module are not (even when they would not parse).
+#[test]
+fn the_hook_lints_the_modules_a_repository_map_names() {
+    let repos = repos();
+    let (hooks, module, home) = (&repos.hooks, repos.module.clone(), &repos.home);
+    std::fs::write(
+        module.join(".tfcapi-lint.hcl"),
+        "strict = true\nskip   = [\"examples\"]\n\nmodule \"modules/machine\" {\n  role = \"machine\"\n}\n",
+    )
+    .expect("writing the map");
+    for unparsable in ["examples/basic/main.tf", "tools/gen/main.tf"] {
+        let path = module.join(unparsable);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&path, "variable {\n").expect("writing a broken file");
+    }
+    let config = format!(
+        "repos:\n  - repo: {}\n    rev: {}\n    hooks:\n      - id: tfcapi-lint\n",
+        hooks.display(),
+        repos.rev
+    );
+    std::fs::write(module.join(".pre-commit-config.yaml"), config).expect("writing the config");
+    git(&module, &["add", "."]);
+    let (ok, text) = run_hooks(&module, home);
+    assert!(ok, "the mapped module fails the hook:\n{text}");
+
+    // The map's strictness applies: a warning in the mapped module fails the hook.
+    let text = hook_after_a_warning(&module, home, &module.join("modules/machine"));
     assert!(text.contains("input/user-variable-default"), "{text}");
+    assert!(
+        !text.contains("module/parse") && !text.contains("no role"),
+        "a skipped folder or one in no module was linted:\n{text}"
+    );
+    assert!(
+        text.contains("examples/basic/main.tf: in skip folder")
+            && text.contains("tools/gen/main.tf: in no module of the map"),
+        "{text}"
+    );
 }
