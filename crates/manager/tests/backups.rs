@@ -843,11 +843,16 @@ async fn a_state_over_one_mebibyte_is_read_backed_up_and_restored(runtime: &str,
     set_blocks(&client, &ns, "big", 100, dense).await;
     restore_state(&client, &ns, "big", &first_serial.to_string()).await;
     set_paused(&client, &ns, "big", false).await;
-    let tc = eventually(LONG, "RestoreJobSucceeded=True", || async {
-        let tc = get_json(&client, &ns, TC, "TerraformCluster", "big").await;
-        (condition(&tc, "RestoreJobSucceeded").map(|c| c.0) == Some("True".to_owned()))
-            .then_some(tc)
-    })
+    let tc = until(
+        &client,
+        &ns,
+        TC,
+        "TerraformCluster",
+        "big",
+        "RestoreJobSucceeded=True",
+        LONG,
+        |tc| condition(tc, "RestoreJobSucceeded").map(|c| c.0) == Some("True".to_owned()),
+    )
     .await;
     let live: Value =
         serde_json::from_slice(&gunzip(&live_state(&client, &ns, "big").await)).unwrap();

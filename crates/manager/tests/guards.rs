@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use common::*;
+use contract::names::run_secret_name;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -416,11 +417,17 @@ async fn a_restarted_manager_picks_up_the_finished_job() {
     identity(&client, "id-restart", &[ns.as_str()], "planted-restart-1").await;
     let first = start_manager(&client, &ns, &images, "manager-first");
     cluster(&client, &ns, "again", "id-restart", &images.cluster).await;
-    let job = eventually(LONG, "the apply Job", || async {
-        jobs_of(&client, &ns, "again")
+    // Killed once the Job and its per-run Secret both exist (the Job is written first: a kill
+    // between the two leaves a Job whose pod cannot start until the next manager writes the
+    // Secret, which a_job_left_without_its_per_run_secret_gets_it_from_the_next_pass covers).
+    let job = eventually(LONG, "the apply Job and its per-run Secret", || async {
+        let job = jobs_of(&client, &ns, "again")
             .await
             .first()
-            .and_then(|j| j.metadata.name.clone())
+            .and_then(|j| j.metadata.name.clone())?;
+        get_json_opt(&client, &ns, "v1", "Secret", &run_secret_name(&job))
+            .await
+            .map(|_| job)
     })
     .await;
     first.kill();
@@ -444,7 +451,7 @@ async fn a_restarted_manager_picks_up_the_finished_job() {
     .await;
     assert_eq!(bookkept.as_str(), "true");
     assert!(
-        get_json_opt(&client, &ns, "v1", "Secret", &format!("captf-run-{job}"))
+        get_json_opt(&client, &ns, "v1", "Secret", &run_secret_name(&job))
             .await
             .is_none()
     );

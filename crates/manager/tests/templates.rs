@@ -125,6 +125,23 @@ async fn events(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> 
         .collect()
 }
 
+/// The object's events once one has `reason`: the manager publishes a pass's events after it
+/// patched the status, so a status just read may come before them. Panics after 30 s.
+async fn events_with(client: &Client, ns: &str, name: &str, reason: &str) -> Vec<(String, String)> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let all = events(client, ns, name).await;
+        if all.iter().any(|(r, _)| r == reason) {
+            return all;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {reason} event on {name} in 30 s: {all:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 fn inspect_errors(metrics: &Metrics, reason: &str) -> f64 {
     metrics
         .encode()
@@ -178,12 +195,7 @@ async fn capacity_from_a_private_registry_with_a_pull_secret() {
         .to_owned();
     assert!(message.contains("regcred"), "{message}");
     assert!(inspect_errors(&metrics, "pull_secret") >= 1.0);
-    assert!(
-        events(&client, &ns, "private")
-            .await
-            .iter()
-            .any(|(r, _)| r == "ImageInspectFailed")
-    );
+    events_with(&client, &ns, "private", "ImageInspectFailed").await;
 
     let auth = base64::Engine::encode(
         &base64::engine::general_purpose::STANDARD,
@@ -210,8 +222,7 @@ async fn capacity_from_a_private_registry_with_a_pull_secret() {
         status["nodeInfo"],
         json!({"architecture": "arm64", "operatingSystem": "linux"})
     );
-    let all = events(&client, &ns, "private").await;
-    assert!(all.iter().any(|(r, _)| r == "CapacityResolved"), "{all:?}");
+    let all = events_with(&client, &ns, "private", "CapacityResolved").await;
     assert!(
         all.iter().all(|(_, note)| !note.contains("s3cret-pull")),
         "no credential in an event: {all:?}"

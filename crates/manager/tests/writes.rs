@@ -20,7 +20,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use manager::reconcile::decide::{ApplyReason, Decision, StartReason, WaitReason};
 use manager::reconcile::plan::Write;
-use serde_json::json;
+use serde_json::{Value, json};
 
 const TF: &str = "infrastructure.cluster.x-k8s.io/v1alpha1";
 const LONG: Duration = Duration::from_secs(300);
@@ -422,5 +422,17 @@ async fn the_event_of_a_write_is_published_even_when_the_status_write_fails() {
         (tm["status"]["initialization"]["provisioned"] == true).then_some(())
     })
     .await;
-    assert_eq!(announced("ProviderIDSet").await, 1, "announced once");
+    let count = announced("ProviderIDSet").await;
+    if count != 1 {
+        let events = events_json(&admin, &ns).await;
+        let ours: Vec<Value> = serde_json::from_str::<Vec<Value>>(&events)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e["reason"] == "ProviderIDSet")
+            .collect();
+        panic!(
+            "ProviderIDSet announced {count} times, not once: {ours:#?}\nJobs:\n{}",
+            job_summary(&jobs_of(&admin, &ns, "m").await)
+        );
+    }
 }

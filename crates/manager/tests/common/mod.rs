@@ -155,8 +155,16 @@ impl RunningManager {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
-        if let Some(t) = self.task.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(20), t).await;
+        if let Some(mut t) = self.task.take()
+            && tokio::time::timeout(Duration::from_secs(20), &mut t)
+                .await
+                .is_err()
+        {
+            // A JoinHandle dropped on a timeout detaches its task: a manager still finishing its
+            // passes would then go on reconciling beside the next one the test starts.
+            eprintln!("the manager did not stop within 20 s: aborted");
+            t.abort();
+            let _ = t.await;
         }
     }
 
