@@ -27,12 +27,12 @@ export CAPTF_RUNNER_BIN ?= $(BIN_DIR)/debug/runner
 # linux/arm64 is cross-built with Debian's aarch64-linux-gnu toolchain (hack/cross.sh).
 PLATFORMS ?= linux/amd64
 
-.PHONY: help quickstart e2e two-clones test lint fmt fmt-check clippy unit chaos fuzz bench scale crds docs-check testbin runner-static runner-static-dev \
+.PHONY: help quickstart e2e e2e-upgrade two-clones test lint fmt fmt-check clippy unit chaos fuzz bench scale crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
 	testenv-deps pre-commit-tool mdbook-tool cross-deps static-dev-arm64 actionlint release-snapshot lint-image lint-image-push
 
 help: ## List the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
 
 # The test binaries the Quick Start runs (not Terraform, cert-manager, promtool or the arm64
 # runtimes, which only tests use), built by Go beside the Rust build: the two overlap on the
@@ -54,6 +54,12 @@ test: fmt-check clippy docs-check actionlint unit ## Everything CI checks: forma
 e2e: testbin runner-static-dev ## Only the end-to-end suite (Cluster API's real controllers).
 	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv --bins
 	$(CARGO) test --locked -p captf-e2e
+
+# Not in `make test`: the first run builds the previous release (hack/previous-release) from
+# source, in its own tree under $(CAPTF_CACHE)/previous-release, which later runs reuse.
+e2e-upgrade: testbin runner-static-dev testenv-deps ## The upgrade test: clusterctl upgrade from the previous release (hack/previous-release) to this checkout with clusters running (docs/src/upgrading.md).
+	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv --bins
+	CAPTF_CACHE='$(CAPTF_CACHE)' $(CARGO) test --locked -p captf-e2e --test upgrade -- --ignored --nocapture
 
 two-clones: ## Build and run the Quick Start from two fresh clones of HEAD in turn (hack/two-clones.sh).
 	hack/two-clones.sh

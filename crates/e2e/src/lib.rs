@@ -9,17 +9,24 @@
 //! - [`install`]: the installation page's commands and the local repositories and image mirror
 //!   of Cluster API and cert-manager, for the install tests.
 //! - [`installed`]: the checks of an installed CAPTF the install tests share.
+//! - [`operator`]: the Cluster API Operator and its provider objects, for the Operator install
+//!   test.
 //! - [`product`]: the manager and webhook processes with the shipped RBAC.
+//! - [`stand_in`]: stand-in bootstrap data for worker Machines and MachinePools.
 //! - [`suite`]: the shared environment, images and Job log.
 //! - [`quickstart`]: the Quick Start flow, for test 1 and `make quickstart`.
+//! - [`upgrade`]: the previous release, the upgrade notes and what an upgrade must not touch.
 //! - [`workload`]: a stand-in workload cluster, where a flow needs Nodes.
 
 pub mod clusterctl;
 pub mod install;
 pub mod installed;
 pub mod kube_ops;
+pub mod operator;
 pub mod product;
 pub mod quickstart;
 pub mod scale;
+pub mod stand_in;
 pub mod suite;
+pub mod upgrade;
 pub mod workload;

@@ -315,7 +315,8 @@ pub async fn seed(fleet: &Fleet) -> anyhow::Result<Seed> {
     })
 }
 
-fn gzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
+/// `bytes` gzip-compressed.
+pub(crate) fn gzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     encoder.write_all(bytes)?;
     Ok(encoder.finish()?)

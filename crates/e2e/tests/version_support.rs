@@ -80,6 +80,14 @@ fn the_tested_versions_are_the_test_binaries_versions() {
         assert!(current[2].contains(&expected), "{expected}: {current:?}");
     }
     assert_eq!(current[3], version("cert-manager").unwrap());
+    let operator = format!(
+        "with the Operator {}.",
+        version("cluster-api-operator").unwrap()
+    );
+    assert!(
+        page.replace('\n', " ").contains(&operator),
+        "the page names another Cluster API Operator than {operator}"
+    );
     assert_eq!(current[4], "linux/amd64, linux/arm64");
     let current = modules.last().unwrap();
     assert_eq!(current[1], contract::inputs::CONTRACT_VERSION);

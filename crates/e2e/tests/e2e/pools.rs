@@ -16,43 +16,16 @@
 use e2e::clusterctl::template;
 use e2e::kube_ops::{CAPI, INFRA};
 use e2e::quickstart::{self, WAIT};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const CLUSTER: &str = "pools";
-
-/// The generated MachinePool flavor with the pool's bootstrap data from `secret`.
-fn with_stand_in_bootstrap(yaml: &str, secret: &str) -> anyhow::Result<String> {
-    let mut docs: Vec<Value> = serde_saphyr::from_multiple(yaml)?;
-    for doc in &mut docs {
-        if doc["kind"] == "MachinePool" {
-            doc["spec"]["template"]["spec"]["bootstrap"] = json!({"dataSecretName": secret});
-        }
-    }
-    let mut out = String::new();
-    let pool_config = format!("{CLUSTER}-mp-0");
-    for doc in docs.iter().filter(|d| {
-        d.is_object() && !(d["kind"] == "KubeadmConfig" && d["metadata"]["name"] == pool_config)
-    }) {
-        out.push_str("---\n");
-        out.push_str(&serde_json::to_string(doc)?);
-        out.push('\n');
-    }
-    Ok(out)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_pool_is_provisioned_by_cluster_apis_controller() -> anyhow::Result<()> {
     let (suite, kube, ns) = crate::setup("pools").await?;
     let clusterctl = quickstart::flavor_clusterctl(suite, &ns)?;
     quickstart::apply_identity(&kube, &clusterctl, &ns, &ns).await?;
-    let secret = format!("{CLUSTER}-mp-0-bootstrap-stand-in");
-    kube.apply(
-        &json!({"apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
-                "metadata": {"name": secret, "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
-                "stringData": {"value": "#cloud-config\n# stand-in pool bootstrap data (see the test's doc)\n", "format": "cloud-config"}}),
-        &ns,
-    )
-    .await?;
+    let secret = e2e::stand_in::bootstrap_secret(&kube, &ns, CLUSTER, "mp-0").await?;
     let yaml = clusterctl.generate_cluster(
         CLUSTER,
         &template("cluster-template-machinepool.yaml"),
@@ -60,7 +33,7 @@ async fn a_machine_pool_is_provisioned_by_cluster_apis_controller() -> anyhow::R
         1,
         3,
     )?;
-    kube.apply_yaml(&with_stand_in_bootstrap(&yaml, &secret)?, &ns)
+    kube.apply_yaml(&e2e::stand_in::machine_pool(&yaml, CLUSTER, &secret)?, &ns)
         .await?;
     quickstart::wait_cluster_provisioned(&kube, &ns, CLUSTER).await?;
 

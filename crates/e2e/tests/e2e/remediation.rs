@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use testenv::image::{ModuleImage, push_module_image};
 use testenv::knob::{self, KNOB_TF};
 
-use crate::workers::{machines, provisioned, stand_in_bootstrap_secret, with_stand_in_bootstrap};
+use e2e::stand_in::{bootstrap_secret, machine_deployment, machines, provisioned};
 
 const CLUSTER: &str = "remediated";
 
@@ -99,8 +99,7 @@ async fn set_knob(kube: &Kube, ns: &str, value: &str) -> anyhow::Result<()> {
 /// The generated default flavor: one worker from the ailing image with `annotateMachine`, a
 /// health check every minute, stand-in bootstrap data, and a MachineHealthCheck on the workers.
 fn flavor(yaml: &str, secret: &str, image: &str) -> anyhow::Result<String> {
-    let mut docs: Vec<Value> =
-        serde_saphyr::from_multiple(&with_stand_in_bootstrap(yaml, secret, 1)?)?;
+    let mut docs: Vec<Value> = serde_saphyr::from_multiple(&machine_deployment(yaml, secret, 1)?)?;
     let workers = format!("{CLUSTER}-md-0");
     for doc in &mut docs {
         if doc["kind"] == "TerraformMachineTemplate" && doc["metadata"]["name"] == workers.as_str()
@@ -196,7 +195,7 @@ async fn a_terminated_instance_is_remediated_by_cluster_apis_machine_health_chec
     let (suite, kube, ns) = crate::setup("remediation").await?;
     let clusterctl = quickstart::flavor_clusterctl(suite, &ns)?;
     quickstart::apply_identity(&kube, &clusterctl, &ns, &ns).await?;
-    let secret = stand_in_bootstrap_secret(&kube, &ns, CLUSTER).await?;
+    let secret = bootstrap_secret(&kube, &ns, CLUSTER, "md-0").await?;
     let image = ailing_machine_image(suite).await?;
     let yaml =
         clusterctl.generate_cluster(CLUSTER, &template("cluster-template.yaml"), &ns, 1, 0)?;
