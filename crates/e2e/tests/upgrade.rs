@@ -10,8 +10,10 @@
 //! 2. Its page's "3. Install with clusterctl" installs it with Cluster API and cert-manager.
 //! 3. Under it: the default flavor with two MachineDeployment workers, and the MachinePool flavor
 //!    with a pool of three (its routine membership refresh set to a day, so that the quiet window
-//!    below sees only what the upgrade starts), all Ready. Every Job is recorded, and what an upgrade must not touch
-//!    (state, backups, durable inputs, leases by resourceVersion; each object's conditions).
+//!    below sees only what the upgrade starts), all Ready. Every Job is recorded, and what an
+//!    upgrade must not touch (state, backups, durable inputs, leases by resourceVersion; each
+//!    object's conditions). With `CAPTF_UPGRADE_RECORD=1`, everything stored in the namespace is
+//!    recorded for the manager suite's upgrade check (`testenv::upgrade::stored`).
 //! 4. This checkout's release is built by this page's commands as `next`, into the same local
 //!    repository, and the Upgrading page's "Upgrade" runs as written: `clusterctl upgrade plan`
 //!    (which must offer it) and `clusterctl upgrade apply`.
@@ -375,7 +377,18 @@ async fn clusterctl_upgrade_from_the_previous_release_re_applies_only_what_the_n
     bring_up(&kube, &clusterctl, &ns).await?;
     let jobs_before: Vec<String> = jobs.jobs().iter().map(|j| j.name.clone()).collect();
     println!("Jobs under {}: {jobs_before:?}", r.previous);
-    let before = upgrade::untouched(&kube, &ns).await?;
+    if std::env::var_os("CAPTF_UPGRADE_RECORD").is_some() {
+        let path = upgrade::stored::path(&r.previous);
+        upgrade::stored::record(&kube.client, &ns, &r.previous)
+            .await?
+            .save(&path)?;
+        println!(
+            "recorded what {} stored into {}",
+            r.previous,
+            path.display()
+        );
+    }
+    let before = upgrade::untouched(&kube.client, &ns).await?;
     let crds_before = crds(&kube).await?;
     ensure!(crds_before.len() == 7, "CAPTF's CRDs: {crds_before:?}");
     let old_leader = leader(&kube).await?;
@@ -447,7 +460,7 @@ async fn clusterctl_upgrade_from_the_previous_release_re_applies_only_what_the_n
             "the announced re-apply of {name} did not succeed"
         );
     }
-    let after = upgrade::untouched(&kube, &ns).await?;
+    let after = upgrade::untouched(&kube.client, &ns).await?;
     let touched: Vec<String> = upgrade::touched(&before, &after)
         .into_iter()
         .filter(|t| {

@@ -13,6 +13,8 @@
 //! - [`kubelet`] is the process kubelet; [`shim`] runs one container; [`podnet`] gives pods their
 //!   own network namespaces and addresses; [`fixture`] holds the behaviours of the test fixture
 //!   image.
+//! - [`upgrade`] holds the previous release, the upgrade notes and the previous release's
+//!   stored objects, for the upgrade tests.
 //! - [`rbac`] makes callers for endpoints behind Kubernetes authentication: a ServiceAccount
 //!   token and a grant of non-resource URLs.
 
@@ -32,5 +34,6 @@ pub mod registry;
 pub mod registry_auth;
 pub mod shim;
 pub mod testbin;
+pub mod upgrade;
 
 pub use env::TestEnv;
