@@ -535,6 +535,17 @@ fn the_release_workflow_pins_its_actions_and_asks_for_least_permissions() {
         !runners.iter().any(|os| *os == "macos-13"),
         "macos-13 is retired: {runners:?}"
     );
+    assert!(
+        doc["jobs"]["release"]["needs"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|j| j == "upgrade"))
+            && doc["jobs"]["upgrade"]["steps"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|st| st["run"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("make e2e-upgrade")))),
+        "a release waits for the upgrade test (make e2e-upgrade)"
+    );
     assert_eq!(
         doc["jobs"]["release"]["permissions"]["contents"], "write",
         "only the release job writes the release"
