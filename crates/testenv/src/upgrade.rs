@@ -254,17 +254,8 @@ pub async fn list(
     kind: &str,
     ns: &str,
 ) -> anyhow::Result<Vec<Value>> {
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .with_context(|| format!("discovering {api_version} {kind}"))?;
-    let api: Api<DynamicObject> = match caps.scope {
-        kube::discovery::Scope::Namespaced if !ns.is_empty() => {
-            Api::namespaced_with(client.clone(), ns, &ar)
-        }
-        _ => Api::all_with(client.clone(), &ar),
-    };
+    let found = resource(client, api_version, kind).await?;
+    let api = api_in(client, &found, ns);
     let items = api
         .list(&ListParams::default())
         .await
@@ -274,6 +265,39 @@ pub async fn list(
         .into_iter()
         .map(|o| serde_json::to_value(o).context("an object as JSON"))
         .collect()
+}
+
+/// The API resource and capabilities of `api_version` `kind`, by discovery.
+pub(crate) async fn resource(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+) -> anyhow::Result<(
+    kube::discovery::ApiResource,
+    kube::discovery::ApiCapabilities,
+)> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .with_context(|| format!("discovering {api_version} {kind}"))
+}
+
+/// The API of a discovered kind, in `ns` when it is namespaced and `ns` is not empty.
+pub(crate) fn api_in(
+    client: &Client,
+    (ar, caps): &(
+        kube::discovery::ApiResource,
+        kube::discovery::ApiCapabilities,
+    ),
+    ns: &str,
+) -> Api<DynamicObject> {
+    match caps.scope {
+        kube::discovery::Scope::Namespaced if !ns.is_empty() => {
+            Api::namespaced_with(client.clone(), ns, ar)
+        }
+        _ => Api::all_with(client.clone(), ar),
+    }
 }
 
 /// `metadata.name` of an object as JSON.

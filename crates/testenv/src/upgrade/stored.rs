@@ -319,20 +319,11 @@ impl Kinds {
         let kind = o["kind"].as_str().unwrap_or_default();
         let key = (api_version.to_owned(), kind.to_owned());
         if !self.0.contains_key(&key) {
-            let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-            let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-            let found = kube::discovery::pinned_kind(client, &gvk)
-                .await
-                .with_context(|| format!("discovering {api_version} {kind}"))?;
+            let found = super::resource(client, api_version, kind).await?;
             self.0.insert(key.clone(), found);
         }
-        let (ar, caps) = &self.0[&key];
-        Ok(
-            match (caps.scope.clone(), o["metadata"]["namespace"].as_str()) {
-                (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, ar),
-                _ => Api::all_with(client.clone(), ar),
-            },
-        )
+        let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
+        Ok(super::api_in(client, &self.0[&key], ns))
     }
 }
 
