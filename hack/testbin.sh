@@ -54,7 +54,11 @@
 # A tool is "cached" when all of its binaries exist in its directory: nothing is built.
 # Builds go to a temporary directory first and are moved into place at the end, so an
 # interrupted build never leaves a half-written directory that counts as cached.
-# GOMODCACHE and GOCACHE stay at Go's defaults (outside the clone). Builds run under
+# GOMODCACHE stays at Go's default (outside the clone): the test environment reads Cluster API's
+# CRDs from it. GOCACHE, unless the caller sets it, is a temporary directory under $CAPTF_TESTBIN
+# that lives for one run of this script and is removed at its end: the binaries are what is
+# cached, and Go's build cache for all of them (about 10 GB) would otherwise stay on the disk
+# beside the Rust build (a cold `make test` once ran out of disk). Builds run under
 # `nice -n 19` (the machine is shared) with CGO_ENABLED=0 (static binaries), -trimpath, GOWORK=off,
 # GOTOOLCHAIN=local and -mod=readonly (go.mod/go.sum are committed; nothing is re-resolved).
 set -euo pipefail
@@ -253,6 +257,24 @@ children_cpu() {
   rm -f "$f"
 }
 
+# Go's build cache for this run (see the header): made when the first tool is built.
+BUILDING="" GO_BUILD_CACHE=""
+build_cache() {
+  [[ -z ${GOCACHE:-} ]] || return 0
+  GO_BUILD_CACHE=$(mktemp -d "$TESTBIN/.gocache.XXXXXX")
+  export GOCACHE=$GO_BUILD_CACHE
+}
+
+# At exit: a build cut short leaves nothing that counts as cached, and the run's build cache goes.
+clean_up() {
+  [[ -z $BUILDING ]] || rm -rf "$BUILDING"
+  if [[ -n $GO_BUILD_CACHE ]]; then
+    chmod -R u+w "$GO_BUILD_CACHE" 2>/dev/null || true
+    rm -rf "$GO_BUILD_CACHE"
+  fi
+}
+trap clean_up EXIT
+
 build() {
   local tool=$1 dir tmp pair start cpu
   dir=$(dir_of "$tool")
@@ -265,8 +287,8 @@ build() {
   cpu=$CPU
   mkdir -p "$TESTBIN"
   tmp=$(mktemp -d "$TESTBIN/.$tool.XXXXXX")
-  # shellcheck disable=SC2064
-  trap "rm -rf '$tmp'" EXIT
+  BUILDING=$tmp
+  build_cache
   local ldflags goarch
   ldflags="-s -w $(ldflags_of "$tool")"
   goarch=$(goarch_of "$tool")
@@ -282,7 +304,7 @@ build() {
   rm -rf "$dir"
   mv "$tmp" "$dir"
   chmod 0755 "$dir"
-  trap - EXIT
+  BUILDING=""
   children_cpu
   echo "testbin: $tool $(version_of "$tool") built in $((SECONDS - start))s, $((CPU - cpu))s of CPU ($dir)"
 }
