@@ -10,28 +10,35 @@
 //! 2. Its page's "3. Install with clusterctl" installs it with Cluster API and cert-manager.
 //! 3. Under it: the default flavor with two MachineDeployment workers, and the MachinePool flavor
 //!    with a pool of three (its routine membership refresh set to a day, so that the quiet window
-//!    below sees only what the upgrade starts), all Ready. Every Job is recorded, and what an
-//!    upgrade must not touch (state, backups, durable inputs, leases by resourceVersion; each
-//!    object's conditions). With `CAPTF_UPGRADE_RECORD=1`, everything stored in the namespace is
-//!    recorded for the manager suite's upgrade check (`testenv::upgrade::stored`).
+//!    below sees only what the upgrade starts), all Ready. The default flavor's cluster also has
+//!    a second MachineDeployment, `md-slow`, at no replicas, whose module sleeps during apply.
+//!    Every Job is recorded. With `CAPTF_UPGRADE_RECORD=1`, everything stored in the namespace
+//!    is recorded for the manager suite's upgrade check (`testenv::upgrade::stored`).
 //! 4. This checkout's release is built by this page's commands as `next`, into the same local
-//!    repository, and the Upgrading page's "Upgrade" runs as written: `clusterctl upgrade plan`
-//!    (which must offer it) and `clusterctl upgrade apply`.
+//!    repository. `md-slow` scales to one, and once its apply Job runs, what an upgrade must not
+//!    touch is recorded (state, backups, durable inputs, leases, the credential mirror, by
+//!    resourceVersion; each object's conditions), and the Upgrading page's "Upgrade" runs as
+//!    written: `clusterctl upgrade plan` (which must offer it) and `clusterctl upgrade apply`.
 //! 5. The new manager and webhook run `next`'s images and the old pods are gone; every CRD was
-//!    updated in place (same uid); every stored object still reads.
+//!    updated in place (same uid); every stored object still reads. The slow apply Job, started
+//!    by the old manager, is still running when the new manager holds the leader lease.
 //! 6. For a quiet window after the new manager took the leader lease, no Job starts, except one
 //!    apply per provisioned object of the kinds the page's upgrade notes for `next` say re-apply;
-//!    nothing recorded is touched (beyond those re-applies); conditions that were True stay True.
+//!    nothing recorded is touched (beyond those re-applies and the slow apply's own writes);
+//!    conditions that were True stay True. The new manager adopts the slow apply's outcome: its
+//!    machine becomes Ready with that one Job and no second one.
 //! 7. Under the new release: the MachineDeployment scales up by one and back down, and both
 //!    clusters are deleted with their destroy Jobs, leaving nothing.
 //!
 //! Figures (`e2e figures:` lines): the Jobs the upgrade started, the time `clusterctl upgrade
-//! apply` took, and from its start to the new manager holding the leader lease.
+//! apply` took, from its start to the new manager holding the leader lease, and to the slow
+//! machine Ready under the new manager.
 //!
 //! Not in `make test`: the previous release is built from source the first time (its tree's own
 //! `target/` is kept for the next run). Needs what the install test needs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
@@ -50,6 +57,12 @@ use serde_json::json;
 const INSTALL_PAGE: &str = "docs/src/installation.md";
 const DEPLOYED: &str = "deployed";
 const POOLED: &str = "pooled";
+/// The MachineDeployment whose apply runs through the upgrade (`<DEPLOYED>-md-slow`).
+const SLOW_GROUP: &str = "md-slow";
+/// How long its module sleeps during apply: past the upgrade apply, the rollout and the new
+/// manager's leader election (about 15 s from `clusterctl upgrade apply` here), with room for a
+/// slow machine. The test fails, saying so, if the Job ends before the new manager leads.
+const SLOW_APPLY: Duration = Duration::from_secs(120);
 
 /// How long the new manager runs with no Job allowed to start (the manager reconciles every
 /// object once its caches are filled, within seconds of taking the lease).
@@ -110,8 +123,77 @@ fn build_next(
     Ok(())
 }
 
+/// The slow module: the previous release's no-op machine module (from its `tree`) with a
+/// `terraform_data` whose `local-exec` sleeps `var.sleep_seconds` during apply, on the test
+/// binaries' OpenTofu with the host's `sh` and `sleep`. Returns its reference.
+async fn push_slow_machine_image(
+    registry: &str,
+    tree: &Path,
+    version: &str,
+) -> anyhow::Result<String> {
+    let dir = tempfile::tempdir()?;
+    let noop = tree.join("modules/noop/machine");
+    for f in std::fs::read_dir(&noop).with_context(|| format!("reading {}", noop.display()))? {
+        let f = f?;
+        std::fs::copy(f.path(), dir.path().join(f.file_name()))?;
+    }
+    std::fs::write(
+        dir.path().join("slow.tf"),
+        r#"variable "sleep_seconds" {
+  type    = number
+  default = 0
+}
+
+resource "terraform_data" "slow" {
+  count            = var.sleep_seconds > 0 ? 1 : 0
+  triggers_replace = var.sleep_seconds
+  provisioner "local-exec" {
+    command = "sleep ${var.sleep_seconds}"
+  }
+}
+"#,
+    )?;
+    let mut image = testenv::image::ModuleImage::new(dir.path(), "machine");
+    image.host_tools = vec!["/bin/sh".into(), "/bin/sleep".into()];
+    testenv::image::push_module_image(registry, "you/slow-machine", version, &image).await?;
+    Ok(format!("{registry}/you/slow-machine:{version}"))
+}
+
+/// The MachineDeployment `<DEPLOYED>-md-slow` of the default flavor `yaml`: md-0's
+/// MachineDeployment and TerraformMachineTemplate renamed, at no replicas, its machines on the
+/// slow `image` sleeping [`SLOW_APPLY`] during apply, with md-0's stand-in bootstrap `secret`.
+fn slow_machine_deployment(yaml: &str, secret: &str, image: &str) -> anyhow::Result<String> {
+    let md0 = format!("{DEPLOYED}-md-0");
+    let slow = format!("{DEPLOYED}-{SLOW_GROUP}");
+    stand_in::rewrite(
+        yaml,
+        |d| {
+            (d["kind"] == "MachineDeployment" || d["kind"] == "TerraformMachineTemplate")
+                && d["metadata"]["name"] == md0.as_str()
+        },
+        |doc| {
+            doc["metadata"]["name"] = json!(slow);
+            if doc["kind"] == "MachineDeployment" {
+                doc["spec"]["replicas"] = json!(0);
+                let spec = &mut doc["spec"]["template"]["spec"];
+                spec["bootstrap"] = json!({"dataSecretName": secret});
+                spec["infrastructureRef"]["name"] = json!(slow);
+            } else {
+                let spec = &mut doc["spec"]["template"]["spec"];
+                spec["source"]["image"] = json!(image);
+                spec["variables"] = json!({"sleep_seconds": SLOW_APPLY.as_secs()});
+            }
+        },
+    )
+}
+
 /// Step 3: the two clusters under the previous release, every object Ready.
-async fn bring_up(kube: &Kube, clusterctl: &Clusterctl, ns: &str) -> anyhow::Result<()> {
+async fn bring_up(
+    kube: &Kube,
+    clusterctl: &Clusterctl,
+    ns: &str,
+    slow_image: &str,
+) -> anyhow::Result<()> {
     quickstart::apply_identity(kube, clusterctl, ns, ns).await?;
     let secret = stand_in::bootstrap_secret(kube, ns, DEPLOYED, "md-0").await?;
     let yaml = clusterctl.generate_cluster(
@@ -122,6 +204,8 @@ async fn bring_up(kube: &Kube, clusterctl: &Clusterctl, ns: &str) -> anyhow::Res
         0,
     )?;
     kube.apply_yaml(&stand_in::machine_deployment(&yaml, &secret, 2)?, ns)
+        .await?;
+    kube.apply_yaml(&slow_machine_deployment(&yaml, &secret, slow_image)?, ns)
         .await?;
     let pool_secret = stand_in::bootstrap_secret(kube, ns, POOLED, "mp-0").await?;
     let yaml = clusterctl.generate_cluster(
@@ -152,6 +236,93 @@ async fn bring_up(kube: &Kube, clusterctl: &Clusterctl, ns: &str) -> anyhow::Res
             quickstart::wait_ready(kube, kind, ns, &name_of(&o)).await?;
         }
     }
+    Ok(())
+}
+
+/// The apply running through the upgrade: `md-slow` scaled to one; returns its Machine, its
+/// TerraformMachine and its apply Job once the Job's pod runs.
+async fn start_slow_apply(
+    kube: &Kube,
+    ns: &str,
+    jobs: &JobLog,
+) -> anyhow::Result<(String, String, String)> {
+    let md = format!("{DEPLOYED}-{SLOW_GROUP}");
+    kube.merge(
+        CAPI,
+        "MachineDeployment",
+        ns,
+        &md,
+        json!({"spec": {"replicas": 1}}),
+    )
+    .await?;
+    let (machine, tm) = eventually(
+        WAIT,
+        "the slow Machine and its TerraformMachine",
+        || async {
+            let selector = format!("cluster.x-k8s.io/deployment-name={md}");
+            let ms = kube.list(CAPI, "Machine", ns, &selector).await?;
+            Ok(ms.first().and_then(|m| {
+                let tm = m["spec"]["infrastructureRef"]["name"].as_str()?;
+                Some((name_of(m), tm.to_owned()))
+            }))
+        },
+    )
+    .await?;
+    let job = eventually(WAIT, "the slow apply Job's pod running", || async {
+        let Some(job) = jobs
+            .of_op("apply")
+            .into_iter()
+            .find(|j| j.owner == tm)
+            .map(|j| j.name)
+        else {
+            return Ok(None);
+        };
+        let selector = format!("batch.kubernetes.io/job-name={job}");
+        let pods = kube.list("v1", "Pod", ns, &selector).await?;
+        Ok(pods
+            .iter()
+            .any(|p| p["status"]["phase"] == "Running")
+            .then_some(job))
+    })
+    .await?;
+    Ok((machine, tm, job))
+}
+
+/// Step 5's last check: the slow apply Job has not finished when the new manager leads, so its
+/// outcome is the new manager's to read.
+async fn check_still_running(kube: &Kube, ns: &str, job: &str) -> anyhow::Result<()> {
+    let j = kube
+        .get("batch/v1", "Job", ns, job)
+        .await?
+        .with_context(|| format!("the slow apply Job {job} is gone"))?;
+    let ended = ["succeeded", "failed"]
+        .iter()
+        .any(|k| j["status"][k].as_i64().unwrap_or(0) > 0);
+    ensure!(
+        !ended,
+        "the slow apply Job {job} ended before the new manager led, so nothing was left to adopt: raise SLOW_APPLY ({SLOW_APPLY:?}) for this machine"
+    );
+    Ok(())
+}
+
+/// Step 6's adoption: the slow machine Ready under the new manager, with the one apply Job the
+/// old manager started.
+async fn check_adopted(
+    kube: &Kube,
+    ns: &str,
+    jobs: &JobLog,
+    (machine, tm, job): &(String, String, String),
+) -> anyhow::Result<()> {
+    quickstart::wait_machine_provisioned(kube, ns, machine).await?;
+    let applies: Vec<_> = jobs
+        .of_op("apply")
+        .into_iter()
+        .filter(|j| &j.owner == tm)
+        .collect();
+    ensure!(
+        applies.len() == 1 && &applies[0].name == job && applies[0].succeeded,
+        "the slow machine {tm} was not finished by its one apply Job {job}: {applies:#?}"
+    );
     Ok(())
 }
 
@@ -291,6 +462,66 @@ async fn announced_objects(
     Ok(out)
 }
 
+/// Step 6's judgement: the Jobs started since `jobs_before` are one successful apply of each
+/// object the upgrade notes of `next` announce, and nothing recorded in `before` was touched
+/// beyond those re-applies' writes and the slow apply's (its object's, and the per-run Secret
+/// of its Job, which the new manager deletes when the Job ends). Returns how many Jobs the
+/// upgrade started.
+#[allow(clippy::too_many_arguments)]
+async fn check_only_announced(
+    kube: &Kube,
+    ns: &str,
+    next: &str,
+    jobs: &JobLog,
+    jobs_before: &[String],
+    announced_writes: &[(String, Vec<String>)],
+    before: &upgrade::Untouched,
+    (_, slow_tm, slow_job): &(String, String, String),
+) -> anyhow::Result<usize> {
+    let started_by_upgrade: Vec<_> = jobs
+        .jobs()
+        .into_iter()
+        .filter(|j| !jobs_before.contains(&j.name))
+        .collect();
+    let announced: Vec<String> = announced_writes.iter().map(|(n, _)| n.clone()).collect();
+    let mut reapplied: Vec<String> = started_by_upgrade
+        .iter()
+        .filter(|j| j.op == "apply")
+        .map(|j| j.owner.clone())
+        .collect();
+    reapplied.sort();
+    ensure!(
+        started_by_upgrade.iter().all(|j| j.op == "apply") && reapplied == announced,
+        "the upgrade started Jobs the upgrade notes of {next} do not announce (they announce one apply of each of {announced:?}): {started_by_upgrade:#?}\nJobs before the upgrade: {jobs_before:#?}"
+    );
+    for name in &announced {
+        ensure!(
+            started_by_upgrade
+                .iter()
+                .any(|j| &j.owner == name && j.succeeded),
+            "the announced re-apply of {name} did not succeed"
+        );
+    }
+    let after = upgrade::untouched(&kube.client, ns).await?;
+    let mut slow_writes = upgrade::re_apply_writes(ns, "TerraformMachine", slow_tm, DEPLOYED);
+    slow_writes.push(format!(
+        "Secret {} ",
+        contract::names::run_secret_name(slow_job)
+    ));
+    let touched: Vec<String> = upgrade::touched(before, &after)
+        .into_iter()
+        .filter(|t| {
+            !announced_writes
+                .iter()
+                .flat_map(|(_, writes)| writes)
+                .chain(&slow_writes)
+                .any(|w| t.contains(w.as_str()))
+        })
+        .collect();
+    ensure!(touched.is_empty(), "the upgrade touched: {touched:#?}");
+    Ok(started_by_upgrade.len())
+}
+
 /// Step 7: scaling and deleting under the new release.
 async fn scale_and_delete(kube: &Kube, ns: &str, jobs: &JobLog) -> anyhow::Result<()> {
     let two = stand_in::provisioned(kube, ns, DEPLOYED, 2).await?;
@@ -373,8 +604,9 @@ async fn clusterctl_upgrade_from_the_previous_release_re_applies_only_what_the_n
     };
     let clusterctl = quickstart::flavor_clusterctl_in(&tmp.path().join("flavors"), &images, &ns)?
         .templates_from(&tree.join("templates"));
+    let slow_image = push_slow_machine_image(&registry, &tree, &r.previous).await?;
     let jobs = JobLog::watch(&kube, &ns);
-    bring_up(&kube, &clusterctl, &ns).await?;
+    bring_up(&kube, &clusterctl, &ns, &slow_image).await?;
     let jobs_before: Vec<String> = jobs.jobs().iter().map(|j| j.name.clone()).collect();
     println!("Jobs under {}: {jobs_before:?}", r.previous);
     if std::env::var_os("CAPTF_UPGRADE_RECORD").is_some() {
@@ -388,7 +620,6 @@ async fn clusterctl_upgrade_from_the_previous_release_re_applies_only_what_the_n
             path.display()
         );
     }
-    let before = upgrade::untouched(&kube.client, &ns).await?;
     let crds_before = crds(&kube).await?;
     ensure!(crds_before.len() == 7, "CAPTF's CRDs: {crds_before:?}");
     let old_leader = leader(&kube).await?;
@@ -397,6 +628,12 @@ async fn clusterctl_upgrade_from_the_previous_release_re_applies_only_what_the_n
     build_next(&r, &registry, tmp.path(), &vars)?;
     let upgrade_page = root.join(upgrade::UPGRADING_PAGE);
     let plan = page_blocks_of(&upgrade_page, &["Upgrade"], "sh")?;
+    let slow = start_slow_apply(&kube, &ns, &jobs).await?;
+    println!("the slow apply {} of {} runs", slow.2, slow.1);
+    let jobs_before: Vec<String> = jobs.jobs().iter().map(|j| j.name.clone()).collect();
+    // Recorded once the slow machine has joined its identity's credential mirror (a new object's
+    // owner reference on it) and its Job runs: what the slow apply writes from here on is its own.
+    let before = upgrade::untouched(&kube.client, &ns).await?;
     let applied_at = Instant::now();
     let out = run_script(
         &["Upgrade"],
@@ -422,6 +659,7 @@ async fn clusterctl_upgrade_from_the_previous_release_re_applies_only_what_the_n
     })
     .await?;
     let leading = applied_at.elapsed();
+    check_still_running(&kube, &ns, &slow.2).await?;
     for kind in [
         "TerraformCluster",
         "TerraformMachine",
@@ -436,52 +674,32 @@ async fn clusterctl_upgrade_from_the_previous_release_re_applies_only_what_the_n
     let announced_writes = announced_objects(&kube, &ns, &reapplied_kinds).await?;
     let announced: Vec<String> = announced_writes.iter().map(|(n, _)| n.clone()).collect();
     tokio::time::sleep(QUIET).await;
-    let started_by_upgrade: Vec<_> = jobs
-        .jobs()
-        .into_iter()
-        .filter(|j| !jobs_before.contains(&j.name))
-        .collect();
-    let mut reapplied: Vec<String> = started_by_upgrade
-        .iter()
-        .filter(|j| j.op == "apply")
-        .map(|j| j.owner.clone())
-        .collect();
-    reapplied.sort();
-    ensure!(
-        started_by_upgrade.iter().all(|j| j.op == "apply") && reapplied == announced,
-        "the upgrade started Jobs the upgrade notes of {} do not announce (they announce one apply of each of {announced:?}): {started_by_upgrade:#?}\nJobs before the upgrade: {jobs_before:#?}",
-        r.next
-    );
-    for name in &announced {
-        ensure!(
-            started_by_upgrade
-                .iter()
-                .any(|j| &j.owner == name && j.succeeded),
-            "the announced re-apply of {name} did not succeed"
-        );
-    }
-    let after = upgrade::untouched(&kube.client, &ns).await?;
-    let touched: Vec<String> = upgrade::touched(&before, &after)
-        .into_iter()
-        .filter(|t| {
-            !announced_writes
-                .iter()
-                .flat_map(|(_, writes)| writes)
-                .any(|w| t.contains(w.as_str()))
-        })
-        .collect();
-    ensure!(touched.is_empty(), "the upgrade touched: {touched:#?}");
+    check_adopted(&kube, &ns, &jobs, &slow).await?;
+    let slow_ready = applied_at.elapsed();
+    let started_by_upgrade = check_only_announced(
+        &kube,
+        &ns,
+        &r.next,
+        &jobs,
+        &jobs_before,
+        &announced_writes,
+        &before,
+        &slow,
+    )
+    .await?;
 
     // 7: scaling and deleting under the new release.
     scale_and_delete(&kube, &ns, &jobs).await?;
     println!(
-        "e2e figures: upgrade {} -> {}: {} Jobs started by the upgrade ({} announced), clusterctl upgrade apply {:.1}s, new manager leading {:.1}s after it started ({new_leader}), whole test {:.1}s",
+        "e2e figures: upgrade {} -> {}: {} Jobs started by the upgrade ({} announced), clusterctl upgrade apply {:.1}s, new manager leading {:.1}s after it started ({new_leader}), the apply running through the upgrade adopted with no second Job and its machine Ready {:.1}s after it started (module sleeps {}s), whole test {:.1}s",
         r.previous,
         r.next,
-        started_by_upgrade.len(),
+        started_by_upgrade,
         announced.len(),
         apply.as_secs_f64(),
         leading.as_secs_f64(),
+        slow_ready.as_secs_f64(),
+        SLOW_APPLY.as_secs(),
         started.elapsed().as_secs_f64()
     );
     Ok(())

@@ -628,6 +628,10 @@ pub struct ModuleImage {
     pub runtime_version: Option<String>,
     /// More labels.
     pub labels: BTreeMap<String, String>,
+    /// Host programs copied in at the same paths, with their shared libraries, in a layer of
+    /// their own: a module whose `local-exec` runs `/bin/sh -c "sleep …"` needs `/bin/sh` and
+    /// `/bin/sleep`.
+    pub host_tools: Vec<PathBuf>,
 }
 
 impl ModuleImage {
@@ -641,6 +645,7 @@ impl ModuleImage {
             tofu: None,
             runtime_version: None,
             labels: BTreeMap::new(),
+            host_tools: Vec::new(),
         }
     }
 }
@@ -690,9 +695,18 @@ pub async fn push_module_image(
     if let Some(p) = &image.providers_dir {
         layer.host_dir("/captf/providers", p)?;
     }
-    let mut builder = ImageBuilder::new()
-        .layer_blob(base)
-        .layer(layer)
+    let mut builder = ImageBuilder::new().layer_blob(base).layer(layer);
+    if !image.host_tools.is_empty() {
+        let mut tools = Layer::new();
+        for tool in &image.host_tools {
+            let dest = tool
+                .to_str()
+                .with_context(|| format!("host tool {} is not UTF-8", tool.display()))?;
+            tools.host_binary(dest, tool)?;
+        }
+        builder = builder.layer(tools);
+    }
+    builder = builder
         .user(&format!("{NONROOT}:{NONROOT}"))
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .label("io.captf.contract", &image.contract)
