@@ -139,19 +139,7 @@ async fn push_slow_machine_image(
     }
     std::fs::write(
         dir.path().join("slow.tf"),
-        r#"variable "sleep_seconds" {
-  type    = number
-  default = 0
-}
-
-resource "terraform_data" "slow" {
-  count            = var.sleep_seconds > 0 ? 1 : 0
-  triggers_replace = var.sleep_seconds
-  provisioner "local-exec" {
-    command = "sleep ${var.sleep_seconds}"
-  }
-}
-"#,
+        testenv::image::SLEEP_DURING_APPLY_TF,
     )?;
     let mut image = testenv::image::ModuleImage::new(dir.path(), "machine");
     image.host_tools = vec!["/bin/sh".into(), "/bin/sleep".into()];

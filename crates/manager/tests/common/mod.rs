@@ -918,20 +918,7 @@ pub async fn slow_machine_image(env: &testenv::TestEnv) -> String {
                 env,
                 "machine",
                 "captf/slow-machine",
-                r#"
-variable "sleep_seconds" {
-  type    = number
-  default = 0
-}
-
-resource "terraform_data" "slow" {
-  count            = var.sleep_seconds > 0 ? 1 : 0
-  triggers_replace = var.sleep_seconds
-  provisioner "local-exec" {
-    command = "sleep ${var.sleep_seconds}"
-  }
-}
-"#,
+                testenv::image::SLEEP_DURING_APPLY_TF,
             )
             .await
         })
@@ -1043,30 +1030,20 @@ pub async fn slow_image(env: &testenv::TestEnv) -> String {
         variant_image(
             env,
             "captf/slow-cluster",
-            r#"
-variable "sleep_seconds" {
-  type    = number
-  default = 0
-}
-
+            &format!(
+                r#"{}
 # Set from a Secret by some tests: a sensitive value that must never show outside Secrets.
-variable "token" {
+variable "token" {{
   type    = string
   default = ""
-}
+}}
 
-resource "terraform_data" "token" {
+resource "terraform_data" "token" {{
   input = sha256(var.token)
-}
-
-resource "terraform_data" "slow" {
-  count            = var.sleep_seconds > 0 ? 1 : 0
-  triggers_replace = var.sleep_seconds
-  provisioner "local-exec" {
-    command = "sleep ${var.sleep_seconds}"
-  }
-}
+}}
 "#,
+                testenv::image::SLEEP_DURING_APPLY_TF
+            ),
         )
         .await
     })

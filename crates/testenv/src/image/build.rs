@@ -609,6 +609,23 @@ pub fn tofu_base_layer(tofu: &Path) -> anyhow::Result<Arc<LayerBlob>> {
     Ok(blob)
 }
 
+/// Module code that makes an apply slow: a `terraform_data` whose `local-exec` sleeps
+/// `var.sleep_seconds` (0, the default, creates nothing). Added to a module as its own file; the
+/// image needs `/bin/sh` and `/bin/sleep` ([`ModuleImage::host_tools`]).
+pub const SLEEP_DURING_APPLY_TF: &str = r#"variable "sleep_seconds" {
+  type    = number
+  default = 0
+}
+
+resource "terraform_data" "slow" {
+  count            = var.sleep_seconds > 0 ? 1 : 0
+  triggers_replace = var.sleep_seconds
+  provisioner "local-exec" {
+    command = "sleep ${var.sleep_seconds}"
+  }
+}
+"#;
+
 /// A module image, per the Image Contract: the OpenTofu base layer, then the module at
 /// `/captf/module` (and an optional provider mirror at `/captf/providers`) owned by 65532, user
 /// `65532:65532`, and the `io.captf.*` labels.

@@ -12,9 +12,9 @@ mod store;
 mod unpack;
 
 pub use build::{
-    ImageBuilder, Layer, LayerBlob, ModuleImage, NONROOT, RuntimeBaseImages, fixture_image,
-    push_index, push_module_image, push_multi_platform_runtime_base_images, push_runner_image,
-    push_runtime_base_images, tofu_base_layer,
+    ImageBuilder, Layer, LayerBlob, ModuleImage, NONROOT, RuntimeBaseImages, SLEEP_DURING_APPLY_TF,
+    fixture_image, push_index, push_module_image, push_multi_platform_runtime_base_images,
+    push_runner_image, push_runtime_base_images, tofu_base_layer,
 };
 pub use store::{Image, ImageStore, PullPolicy};
 pub use unpack::unpack_layer;
