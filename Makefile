@@ -14,6 +14,7 @@ SHELL := /bin/bash
 CAPTF_CACHE ?= $(HOME)/.cache/captf
 export CARGO_TARGET_DIR ?= $(CURDIR)/target
 export CAPTF_TESTBIN ?= $(CAPTF_CACHE)/testbin
+export CAPTF_NODE_IMAGES ?= $(CAPTF_CACHE)/node-images
 CARGO ?= cargo
 # The runner runs inside arbitrary module images: it is built static for this target. It is the
 # workspace's default target (.cargo/config.toml, with the same flags): `--target` and STATIC only
@@ -27,7 +28,7 @@ export CAPTF_RUNNER_BIN ?= $(BIN_DIR)/debug/runner
 # linux/arm64 is cross-built with Debian's aarch64-linux-gnu toolchain (hack/cross.sh).
 PLATFORMS ?= linux/amd64
 
-.PHONY: help quickstart e2e e2e-upgrade two-clones test lint fmt fmt-check clippy unit chaos fuzz bench scale crds docs-check testbin runner-static runner-static-dev \
+.PHONY: help quickstart e2e e2e-upgrade node-images node-check two-clones test lint fmt fmt-check clippy unit chaos fuzz bench scale crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
 	testenv-deps pre-commit-tool mdbook-tool cross-deps static-dev-arm64 actionlint release-snapshot lint-image lint-image-push
 
@@ -63,6 +64,15 @@ e2e: testbin runner-static-dev ## Only the end-to-end suite (Cluster API's real 
 e2e-upgrade: testbin runner-static-dev testenv-deps ## The upgrade test: clusterctl upgrade from the previous release (hack/previous-release) to this checkout with clusters running (docs/src/upgrading.md).
 	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv --bins
 	CAPTF_CACHE='$(CAPTF_CACHE)' $(CARGO) test --locked -p captf-e2e --test upgrade -- --ignored --nocapture
+
+# Real workload nodes (issue 32; docs/src/development/real-nodes.md): the node image and the
+# control-plane images kubeadm runs, built from source and Debian's packages. Not part of
+# `make test`: the first build of the Kubernetes node binaries and images takes a while.
+node-images: ## Build the node image of real workload clusters (kubelet, kubeadm, containerd, systemd, the control-plane images) into $(CAPTF_NODE_IMAGES).
+	IMAGE_SOURCE='$(IMAGE_SOURCE)' hack/node-image.sh build
+
+node-check: ## Boot one node container under a Docker daemon of its own and kubeadm init it to a Ready control-plane Node.
+	IMAGE_SOURCE='$(IMAGE_SOURCE)' hack/node-image.sh check
 
 two-clones: ## Build and run the Quick Start from two fresh clones of HEAD in turn (hack/two-clones.sh).
 	hack/two-clones.sh

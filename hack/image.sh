@@ -5,6 +5,9 @@
 #   hack/image.sh engine                                   print the engine that would be used
 #   hack/image.sh build [--platform PLATFORMS] -f FILE -t TAG [--build-arg K=V]... CONTEXT
 #   hack/image.sh push [--platform PLATFORMS] TAG
+#   hack/image.sh save TAG FILE                            write the image TAG (one platform) to
+#                                                          FILE as a docker archive (`docker load`,
+#                                                          `ctr images import` read it)
 #
 # PLATFORMS (comma-separated, linux/amd64 by default): with one platform TAG is a plain image and
 # the build gets TARGETARCH as a build argument; with several, podman or buildah build one image
@@ -183,9 +186,22 @@ push() {
   esac
 }
 
+save() {
+  local tag=${1:?save: usage: save TAG FILE} file=${2:?save: usage: save TAG FILE} e
+  e=$(engine)
+  echo "image: $e save $tag to $file" >&2
+  rm -f "$file"
+  case "$e" in
+    docker) run_engine docker save -o "$file" "$tag" ;;
+    podman) run_engine podman save --format docker-archive -o "$file" "$tag" ;;
+    buildah) run_engine buildah push "$tag" "docker-archive:$file:$tag" ;;
+  esac
+}
+
 case "${1:-}" in
   engine) engine ;;
   build) shift; build "$@" ;;
   push) shift; push "$@" ;;
-  *) die "usage: hack/image.sh engine | build [--platform PLATFORMS] -f FILE -t TAG [--build-arg K=V]... CONTEXT | push [--platform PLATFORMS] TAG" ;;
+  save) shift; save "$@" ;;
+  *) die "usage: hack/image.sh engine | build [--platform PLATFORMS] -f FILE -t TAG [--build-arg K=V]... CONTEXT | push [--platform PLATFORMS] TAG | save TAG FILE" ;;
 esac

@@ -73,6 +73,10 @@ BENCH_TOOLS=(tflint)
 # Tools built when a target needs them: actionlint checks .github/ (`make lint`); cosign signs and
 # verifies what `make release-snapshot` publishes.
 LINT_TOOLS=(actionlint cosign)
+# Tools built when a real node is needed (`make node-images`, hack/node-image.sh): the binaries
+# of a workload cluster's node and of the control-plane images kubeadm runs, at the versions
+# kubeadm deploys by default for the test binaries' Kubernetes.
+NODE_TOOLS=(kubernetes-node etcd-node coredns cri-tools cni-plugins)
 
 # A tool NAME-linux-arm64 is NAME built for linux/arm64 (GOARCH=arm64), into a directory of its
 # own; only the runtimes have one.
@@ -80,6 +84,15 @@ base_of() {
   case "$1" in
     tofu-linux-arm64 | terraform-linux-arm64) echo "${1%-linux-arm64}" ;;
     *) echo "$1" ;;
+  esac
+}
+
+# The wrapper module (hack/testbin/<wrapper>) a tool builds from: its base's, except for
+# kubernetes-node, which builds other binaries of the kubernetes wrapper's module.
+wrapper_of() {
+  case "$1" in
+    kubernetes-node) echo kubernetes ;;
+    *) base_of "$1" ;;
   esac
 }
 
@@ -95,7 +108,11 @@ module_of() {
     tofu) echo github.com/opentofu/opentofu ;;
     crane) echo github.com/google/go-containerregistry ;;
     etcd) echo go.etcd.io/etcd/server/v3 ;;
-    kubernetes) echo k8s.io/kubernetes ;;
+    kubernetes | kubernetes-node) echo k8s.io/kubernetes ;;
+    etcd-node) echo go.etcd.io/etcd/server/v3 ;;
+    coredns) echo github.com/coredns/coredns ;;
+    cri-tools) echo sigs.k8s.io/cri-tools ;;
+    cni-plugins) echo github.com/containernetworking/plugins ;;
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
     terraform) echo github.com/hashicorp/terraform ;;
     cluster-api) echo sigs.k8s.io/cluster-api ;;
@@ -105,7 +122,7 @@ module_of() {
     tflint) echo github.com/terraform-linters/tflint ;;
     actionlint) echo github.com/rhysd/actionlint ;;
     cosign) echo github.com/sigstore/cosign/v2 ;;
-    *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]} ${BENCH_TOOLS[*]} ${LINT_TOOLS[*]})" >&2; return 1 ;;
+    *) echo "testbin: unknown tool '$1' (known: ${ALL_TOOLS[*]} ${BENCH_TOOLS[*]} ${LINT_TOOLS[*]} ${NODE_TOOLS[*]})" >&2; return 1 ;;
   esac
 }
 
@@ -114,9 +131,18 @@ binaries_of() {
   case "$(base_of "$1")" in
     tofu) echo "tofu=github.com/opentofu/opentofu/cmd/tofu" ;;
     crane) echo "crane=github.com/google/go-containerregistry/cmd/crane" ;;
-    etcd) echo "etcd=go.etcd.io/etcd/server/v3" ;;
+    etcd | etcd-node) echo "etcd=go.etcd.io/etcd/server/v3" ;;
     kubernetes) echo "kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver" \
       "kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager" ;;
+    kubernetes-node) echo "kubelet=k8s.io/kubernetes/cmd/kubelet" "kubeadm=k8s.io/kubernetes/cmd/kubeadm" \
+      "kubectl=k8s.io/kubernetes/cmd/kubectl" "kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler" \
+      "kube-proxy=k8s.io/kubernetes/cmd/kube-proxy" ;;
+    coredns) echo "coredns=github.com/coredns/coredns" ;;
+    cri-tools) echo "crictl=sigs.k8s.io/cri-tools/cmd/crictl" ;;
+    cni-plugins) echo "bridge=github.com/containernetworking/plugins/plugins/main/bridge" \
+      "host-local=github.com/containernetworking/plugins/plugins/ipam/host-local" \
+      "loopback=github.com/containernetworking/plugins/plugins/main/loopback" \
+      "portmap=github.com/containernetworking/plugins/plugins/meta/portmap" ;;
     kustomize) echo "kustomize=sigs.k8s.io/kustomize/kustomize/v5" ;;
     terraform) echo "terraform=github.com/hashicorp/terraform" ;;
     # clusterctl first: it is the quickest, and the managers share most of its packages.
@@ -145,7 +171,7 @@ version_of() {
   mod=$(module_of "$1")
   awk -v m="$mod" '
     $1 == "require" && $2 == m { print $3; exit }
-    $1 == m && $2 ~ /^v/ { print $2; exit }' "$WRAPPERS/$(base_of "$1")/go.mod"
+    $1 == m && $2 ~ /^v/ { print $2; exit }' "$WRAPPERS/$(wrapper_of "$1")/go.mod"
 }
 
 dir_of() {
@@ -156,12 +182,12 @@ dir_of() {
 
 # The release's commit time as served by the proxy: a deterministic build date.
 release_date() {
-  (cd "$WRAPPERS/$(base_of "$1")" && GOTOOLCHAIN=local GOWORK=off go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' "$(module_of "$1")")
+  (cd "$WRAPPERS/$(wrapper_of "$1")" && GOTOOLCHAIN=local GOWORK=off go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' "$(module_of "$1")")
 }
 
 # The directory of the tool's pinned main module in the Go module cache (downloaded if needed).
 module_dir() {
-  (cd "$WRAPPERS/$1" && GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=readonly go mod download "$(module_of "$1")" &&
+  (cd "$WRAPPERS/$(wrapper_of "$1")" && GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=readonly go mod download "$(module_of "$1")" &&
     GOTOOLCHAIN=local GOWORK=off go list -m -f '{{.Dir}}' "$(module_of "$1")")
 }
 
@@ -180,7 +206,7 @@ ldflags_of() {
     kustomize)
       # Without it, `kustomize version` reports "(devel)".
       echo "-X sigs.k8s.io/kustomize/api/provenance.version=$version" ;;
-    kubernetes)
+    kubernetes | kubernetes-node)
       # Without these /version reports v0.0.0-master and Cluster API refuses to start.
       local minor major date
       major=${version#v}; major=${major%%.*}
@@ -207,6 +233,12 @@ ldflags_of() {
     cluster-api-operator)
       # Without it the Operator logs an empty version at start.
       echo "-X sigs.k8s.io/cluster-api-operator/version.gitVersion=$version" ;;
+    cri-tools)
+      # Without it `crictl --version` reports an empty version.
+      echo "-X sigs.k8s.io/cri-tools/pkg/version.Version=$version" ;;
+    cni-plugins)
+      # Without it the plugins' VERSION command reports an unknown build.
+      echo "-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$version" ;;
     cosign)
       # Without it `cosign version` reports "devel".
       echo "-X sigs.k8s.io/release-utils/version.gitVersion=$version" ;;
@@ -294,7 +326,7 @@ build() {
   goarch=$(goarch_of "$tool")
   for pair in $(binaries_of "$tool"); do
     (
-      cd "$WRAPPERS/$(base_of "$tool")"
+      cd "$WRAPPERS/$(wrapper_of "$tool")"
       [[ -z $goarch ]] || export GOARCH=$goarch
       CGO_ENABLED=0 GOTOOLCHAIN=local GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly -buildvcs=false" \
         nice -n 19 go build -trimpath -ldflags "$ldflags" -o "$tmp/${pair%%=*}" "${pair#*=}"
@@ -312,6 +344,8 @@ build() {
 # The variable of a binary of a tool: CAPTF_TESTBIN_<BINARY>, with _LINUX_ARM64 for the arm64 tools.
 env_name() {
   local b=${1^^}
+  # etcd-node builds a second etcd (the version kubeadm deploys) beside the test environment's.
+  [[ $2 != etcd-node ]] || b+=_NODE
   [[ -z $(goarch_of "$2") ]] || b+=_LINUX_$(goarch_of "$2" | tr a-z A-Z)
   echo "CAPTF_TESTBIN_${b//-/_}"
 }
@@ -319,7 +353,7 @@ env_name() {
 print_env() {
   local tool pair
   echo "CAPTF_TESTBIN=$TESTBIN"
-  for tool in "${ALL_TOOLS[@]}" "${BENCH_TOOLS[@]}" "${LINT_TOOLS[@]}"; do
+  for tool in "${ALL_TOOLS[@]}" "${BENCH_TOOLS[@]}" "${LINT_TOOLS[@]}" "${NODE_TOOLS[@]}"; do
     for pair in $(binaries_of "$tool"); do
       echo "$(env_name "${pair%%=*}" "$tool")=$(dir_of "$tool")/${pair%%=*}"
     done
@@ -333,7 +367,7 @@ main() {
     case "$1" in
       --print-env) print_env; return ;;
       --module-dir) shift; module_of "${1:?--module-dir needs a tool}" >/dev/null; module_dir "$1"; return ;;
-      --list) for tool in "${ALL_TOOLS[@]}" "${BENCH_TOOLS[@]}" "${LINT_TOOLS[@]}"; do echo "$tool $(version_of "$tool") $(dir_of "$tool")"; done; return ;;
+      --list) for tool in "${ALL_TOOLS[@]}" "${BENCH_TOOLS[@]}" "${LINT_TOOLS[@]}" "${NODE_TOOLS[@]}"; do echo "$tool $(version_of "$tool") $(dir_of "$tool")"; done; return ;;
       --rebuild) rebuild=1 ;;
       -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; return ;;
       -*) echo "testbin: unknown option $1" >&2; return 2 ;;
