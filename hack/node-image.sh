@@ -28,7 +28,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${CAPTF_NODE_IMAGES:-$HOME/.cache/captf/node-images}
 TOOLS=(kubernetes kubernetes-node etcd-node coredns cri-tools cni-plugins)
-NODE_PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,iptables,nftables,conntrack,ethtool,socat,iproute2,ca-certificates,kmod,procps,ebtables,libseccomp2,iputils-ping,curl,less
+NODE_PACKAGES=systemd,systemd-sysv,dbus,cloud-init,containerd,runc,iptables,nftables,conntrack,ethtool,socat,iproute2,ca-certificates,kmod,procps,ebtables,libseccomp2,iputils-ping,curl,less
 PROXY_PACKAGES=iptables,nftables,conntrack,ipset,kmod
 DEBIAN_SUITE=bookworm
 DOCKER=/usr/bin/docker
@@ -233,15 +233,23 @@ node_memory() {
 # in_node COMMAND...: run COMMAND in the check's node container.
 in_node() { $DOCKER exec "$NODE" "$@"; }
 
-# wait_for SECONDS WHAT COMMAND...: retry COMMAND every second until it succeeds.
-wait_for() {
-  local limit=$1 what=$2 i
-  shift 2
+# wait_for_quietly SECONDS COMMAND...: retry COMMAND every second until it succeeds; false when
+# it never does.
+wait_for_quietly() {
+  local limit=$1 i
+  shift
   for ((i = 0; i < limit; i++)); do
     "$@" >/dev/null 2>&1 && return
     sleep 1
   done
-  die "$what: not within ${limit}s"
+  return 1
+}
+
+# wait_for SECONDS WHAT COMMAND...: the same, and the script stops when COMMAND never succeeds.
+wait_for() {
+  local limit=$1 what=$2
+  shift 2
+  wait_for_quietly "$limit" "$@" || die "$what: not within ${limit}s"
 }
 
 # kubeadm's preflight refuses a cgroup v1 host unless its SystemVerification is skipped (kubelet
@@ -250,25 +258,24 @@ ignored_preflight_errors() {
   if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then echo " []"; else printf '\n  - SystemVerification'; fi
 }
 
-# The check's kubeadm configuration. kube-proxy keeps the host's connection-tracking maximum
-# (maxPerCore 0): a node's network namespace may not write it, and kube-proxy exits when it
-# cannot set the maximum it computed.
+# The check's kubeadm configuration. The node's name is the control-plane endpoint (Docker puts
+# it in the node's /etc/hosts): the address is known only once the container runs. kube-proxy
+# keeps the host's connection-tracking maximum (maxPerCore 0): a node's network namespace may
+# not write it, and kube-proxy exits when it cannot set the maximum it computed.
 kubeadm_config() {
-  local address=$1 version=$2
+  local name=$1 version=$2
   cat <<EOF
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
-localAPIEndpoint:
-  advertiseAddress: $address
-  bindPort: 6443
 nodeRegistration:
+  name: $name
   criSocket: unix:///run/containerd/containerd.sock
   ignorePreflightErrors:$(ignored_preflight_errors)
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
 kubernetesVersion: $version
-controlPlaneEndpoint: $address:6443
+controlPlaneEndpoint: $name:6443
 networking:
   podSubnet: 10.244.0.0/16
   serviceSubnet: 10.96.0.0/16
@@ -278,6 +285,25 @@ kind: KubeProxyConfiguration
 conntrack:
   maxPerCore: 0
 EOF
+}
+
+# The check's bootstrap data: a cloud-config of the shape Cluster API's kubeadm bootstrap
+# provider writes for a first control-plane machine (the kubeadm configuration as a file, then
+# `kubeadm init` and the bootstrap-success sentinel).
+user_data() {
+  echo "#cloud-config"
+  echo "write_files:"
+  echo "- path: /run/kubeadm/kubeadm.yaml"
+  echo "  owner: root:root"
+  echo "  permissions: '0640'"
+  echo "  content: |"
+  kubeadm_config "$1" "$2" | sed 's/^/    /'
+  echo "- path: /run/cluster-api/placeholder"
+  echo "  owner: root:root"
+  echo "  permissions: '0640'"
+  echo "  content: This file is created by the node check."
+  echo "runcmd:"
+  echo "- 'kubeadm init --config /run/kubeadm/kubeadm.yaml --skip-token-print && echo success > /run/cluster-api/bootstrap-success.complete'"
 }
 
 # At the check's exit: its daemon, node and directory go, unless CAPTF_NODE_CHECK_KEEP=1.
@@ -292,7 +318,7 @@ check_clean_up() {
 }
 
 check() {
-  local archive dir start t version address
+  local archive dir start t version
   archive=$(build)
   version=$(tool_version kubernetes)
   dir=$(mktemp -d "${TMPDIR:-/tmp}/captf-node-check.XXXXXX")
@@ -306,20 +332,26 @@ check() {
   $DOCKER load -q -i "$archive" >&2
   say "node image loaded in $((SECONDS - t))s"
   t=$SECONDS
-  $DOCKER run -d --name "$NODE" --hostname "$NODE" "${NODE_RUN_OPTIONS[@]}" \
+  # The bootstrap data is the node's NoCloud seed, in place before the container first starts.
+  mkdir -p "$dir/seed"
+  user_data "$NODE" "$version" >"$dir/seed/user-data"
+  printf 'instance-id: %s\nlocal-hostname: %s\n' "$NODE" "$NODE" >"$dir/seed/meta-data"
+  $DOCKER create --name "$NODE" --hostname "$NODE" "${NODE_RUN_OPTIONS[@]}" \
     --dns "$(bridge_address)" "$(cat "$(dirname "$archive")/image")" >/dev/null
+  $DOCKER cp "$dir/seed/." "$NODE:/var/lib/cloud/seed/nocloud/"
+  $DOCKER start "$NODE" >/dev/null
   wait_for 120 "the node's preloaded images" in_node systemctl is-active --quiet captf-node-images.service
   say "node booted and images imported in $((SECONDS - t))s"
-  address=$($DOCKER inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$NODE")
-  kubeadm_config "$address" "$version" | $DOCKER exec -i "$NODE" sh -c 'cat > /etc/kubernetes/kubeadm.yaml'
-  t=$SECONDS
-  in_node kubeadm init --config /etc/kubernetes/kubeadm.yaml --skip-token-print >&2 ||
-    { in_node journalctl -u kubelet --no-pager -n 60 >&2 || true; die "kubeadm init failed"; }
-  say "kubeadm init took $((SECONDS - t))s"
+  if ! wait_for_quietly 300 in_node test -e /run/cluster-api/bootstrap-success.complete; then
+    in_node tail -n 40 /var/log/cloud-init-output.log >&2 || true
+    in_node journalctl -u kubelet --no-pager -n 40 >&2 || true
+    die "the bootstrap data did not finish (no /run/cluster-api/bootstrap-success.complete within 300s)"
+  fi
+  say "bootstrap data (cloud-init, kubeadm init) done $((SECONDS - t))s after the container started"
   t=$SECONDS
   wait_for 300 "the control-plane Node Ready" in_node kubectl --kubeconfig /etc/kubernetes/admin.conf \
     wait --for=condition=Ready "node/$NODE" --timeout=1s
-  say "Node Ready $((SECONDS - t))s after kubeadm init"
+  say "Node Ready $((SECONDS - t))s after the bootstrap data finished"
   # CoreDNS Ready needs the pod network and kube-proxy's Service rules (it reads the API server
   # through the kubernetes Service); kube-proxy Ready needs its conntrack settings.
   local app
@@ -327,7 +359,7 @@ check() {
     wait_for 300 "the $app Pods Ready" in_node kubectl --kubeconfig /etc/kubernetes/admin.conf \
       -n kube-system wait --for=condition=Ready pod -l "k8s-app=$app" --timeout=1s
   done
-  say "kube-proxy and CoreDNS Ready $((SECONDS - t))s after kubeadm init"
+  say "kube-proxy and CoreDNS Ready $((SECONDS - t))s after the bootstrap data finished"
   in_node kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes -o wide
   in_node kubectl --kubeconfig /etc/kubernetes/admin.conf get pods -A -o wide
   say "node container memory: $(node_memory)"
