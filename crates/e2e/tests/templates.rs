@@ -73,23 +73,23 @@ fn kcp_promises(kcp: &Value) {
     assert_eq!((init, join), (&Value::from(6443), &Value::from(6443)));
 }
 
+/// The objects of the default flavor, in order; the libvirt flavor has the same.
+const DEFAULT_FLAVOR_KINDS: [&str; 9] = [
+    "Cluster",
+    "TerraformCluster",
+    "KubeadmControlPlane",
+    "TerraformMachineTemplate",
+    "MachineDeployment",
+    "TerraformMachineTemplate",
+    "KubeadmConfigTemplate",
+    "MachineHealthCheck",
+    "MachineHealthCheck",
+];
+
 #[test]
 fn the_default_flavor_renders_with_the_books_variables() {
     let docs = render("cluster-template.yaml", None).unwrap();
-    assert_eq!(
-        kinds(&docs),
-        [
-            "Cluster",
-            "TerraformCluster",
-            "KubeadmControlPlane",
-            "TerraformMachineTemplate",
-            "MachineDeployment",
-            "TerraformMachineTemplate",
-            "KubeadmConfigTemplate",
-            "MachineHealthCheck",
-            "MachineHealthCheck"
-        ]
-    );
+    assert_eq!(kinds(&docs), DEFAULT_FLAVOR_KINDS);
     assert!(docs.iter().all(|d| d["metadata"]["namespace"] == "team-a"));
     assert_eq!(docs[0]["spec"]["clusterNetwork"]["apiServerPort"], 6443);
     assert_eq!(docs[1]["spec"]["source"]["image"], REQUIRED[1].1);
@@ -203,6 +203,7 @@ fn a_missing_required_variable_fails_the_render() {
         ("cluster-template.yaml", &REQUIRED[..3]),
         ("cluster-template-clusterclass.yaml", &REQUIRED[..3]),
         ("cluster-template-machinepool.yaml", &REQUIRED[..]),
+        ("cluster-template-libvirt.yaml", &REQUIRED[..3]),
     ] {
         for (name, _) in vars {
             let err = render(flavor, Some(name)).unwrap_err().to_string();
@@ -262,4 +263,203 @@ fn the_keyless_identity_template_renders_an_opted_in_account_and_a_keyless_ident
         .unwrap_err()
         .to_string();
     assert!(err.contains("AWS_ROLE_ARN"), "{err}");
+}
+
+/// The names of the `variable` blocks a module under `modules/` declares.
+fn module_variables(module: &str) -> Vec<String> {
+    let path = testenv::env::repo_root()
+        .join("modules")
+        .join(module)
+        .join("variables.tf");
+    let text = std::fs::read_to_string(&path).unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("variable \""))
+        .map(|l| l.split('"').next().unwrap().to_owned())
+        .collect()
+}
+
+/// The inline `spec.variables` a flavor sets on a Terraform object: accepted by admission's rule
+/// for the role, and every one declared by the libvirt module of that role.
+fn libvirt_variables(spec: &Value, kind: contract::names::ObjectKind, module: &str) -> Value {
+    let vars = spec["variables"].clone();
+    contract::variables::check_inline_variables(kind, &vars).unwrap();
+    let declared = module_variables(module);
+    for name in vars.as_object().unwrap().keys() {
+        assert!(
+            declared.contains(name),
+            "{module} declares no variable {name}"
+        );
+    }
+    vars
+}
+
+/// The kubelet of every node the libvirt flavor boots registers as its Machine's name with the
+/// providerID the libvirt machine module reports, both read from the NoCloud seed the module
+/// writes (instance-id and local-hostname).
+fn registers_with_the_seeds_ids(registration: &Value) {
+    assert_eq!(registration["name"], "{{ ds.meta_data.local_hostname }}");
+    assert_eq!(
+        registration["kubeletExtraArgs"],
+        serde_json::json!([{ "name": "provider-id", "value": "libvirt:///{{ ds.meta_data.instance_id }}" }])
+    );
+}
+
+#[test]
+fn the_libvirt_flavor_renders_on_the_libvirt_modules_with_its_defaults() {
+    let docs = render("cluster-template-libvirt.yaml", None).unwrap();
+    assert_eq!(kinds(&docs), DEFAULT_FLAVOR_KINDS);
+    assert!(docs.iter().all(|d| d["metadata"]["namespace"] == "team-a"));
+    assert_eq!(docs[0]["spec"]["clusterNetwork"]["apiServerPort"], 6443);
+    assert_eq!(
+        docs[0]["spec"]["clusterNetwork"]["pods"]["cidrBlocks"][0],
+        "192.168.0.0/16"
+    );
+
+    // The objects are the API's own kinds (this deserialises them as the manager does).
+    let cluster: api::cluster::TerraformCluster = serde_json::from_value(docs[1].clone()).unwrap();
+    assert_eq!(cluster.spec.workspace.source.image, REQUIRED[1].1);
+    assert_eq!(
+        cluster.spec.workspace.identity_ref.unwrap().name,
+        "aws-prod"
+    );
+    let vars = libvirt_variables(
+        &docs[1]["spec"],
+        contract::names::ObjectKind::Cluster,
+        "libvirt/cluster",
+    );
+    assert_eq!(
+        vars,
+        serde_json::json!({ "network_cidr": "10.77.0.0/24", "pool_root": "/var/lib/libvirt/captf" })
+    );
+
+    let kcp = &docs[2];
+    assert_eq!(kcp["spec"]["replicas"], 1);
+    assert_eq!(kcp["spec"]["version"], "v1.36.3");
+    kcp_promises(kcp);
+    let kubeadm = &kcp["spec"]["kubeadmConfigSpec"];
+    registers_with_the_seeds_ids(&kubeadm["initConfiguration"]["nodeRegistration"]);
+    registers_with_the_seeds_ids(&kubeadm["joinConfiguration"]["nodeRegistration"]);
+    registers_with_the_seeds_ids(
+        &docs[6]["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"],
+    );
+    assert_eq!(
+        docs[6]["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]["imagePullPolicy"],
+        "IfNotPresent"
+    );
+
+    for (i, vcpu, memory) in [(3, 2, 4096), (5, 2, 4096)] {
+        let template: api::machine::TerraformMachineTemplate =
+            serde_json::from_value(docs[i].clone()).unwrap();
+        assert_eq!(
+            template.spec.template.spec.workspace.source.image,
+            REQUIRED[2].1
+        );
+        let vars = libvirt_variables(
+            &docs[i]["spec"]["template"]["spec"],
+            contract::names::ObjectKind::Machine,
+            "libvirt/machine",
+        );
+        assert_eq!(
+            vars,
+            serde_json::json!({
+                "vcpu": vcpu, "memory_mib": memory, "disk_gib": 20, "base_volume_pool": "default"
+            })
+        );
+    }
+    assert_eq!(docs[4]["spec"]["replicas"], 2);
+    assert_eq!(docs[7]["spec"]["checks"]["nodeStartupTimeoutSeconds"], 1800);
+
+    // The machine module reports exactly the providerID the kubelet registers with.
+    let machine =
+        std::fs::read_to_string(testenv::env::repo_root().join("modules/libvirt/machine/main.tf"))
+            .unwrap();
+    assert!(machine.contains(r#"provider_id = "libvirt:///${local.instance_id}""#));
+    assert!(machine.contains(r#""instance-id"    = local.instance_id"#));
+    assert!(machine.contains(r#""local-hostname" = var.machine_name"#));
+}
+
+#[test]
+fn the_libvirt_flavors_variables_override_its_defaults() {
+    let out = clusterctl(None)
+        .var("LIBVIRT_NETWORK_CIDR", "10.78.0.0/24")
+        .var("LIBVIRT_POOL_ROOT", "/srv/libvirt")
+        .var("LIBVIRT_BASE_VOLUME_POOL", "images")
+        .var("LIBVIRT_CONTROL_PLANE_VCPU", "4")
+        .var("LIBVIRT_CONTROL_PLANE_MEMORY_MIB", "8192")
+        .var("LIBVIRT_WORKER_VCPU", "3")
+        .var("LIBVIRT_WORKER_MEMORY_MIB", "6144")
+        .var("LIBVIRT_DISK_GIB", "40")
+        .generate_cluster(
+            "my-cluster",
+            &template("cluster-template-libvirt.yaml"),
+            "team-a",
+            3,
+            1,
+        )
+        .unwrap();
+    let docs = docs(&out);
+    assert_eq!(
+        docs[1]["spec"]["variables"],
+        serde_json::json!({ "network_cidr": "10.78.0.0/24", "pool_root": "/srv/libvirt" })
+    );
+    assert_eq!(
+        docs[3]["spec"]["template"]["spec"]["variables"],
+        serde_json::json!({ "vcpu": 4, "memory_mib": 8192, "disk_gib": 40, "base_volume_pool": "images" })
+    );
+    assert_eq!(
+        docs[5]["spec"]["template"]["spec"]["variables"],
+        serde_json::json!({ "vcpu": 3, "memory_mib": 6144, "disk_gib": 40, "base_volume_pool": "images" })
+    );
+    assert_eq!(docs[2]["spec"]["replicas"], 3);
+}
+
+fn libvirt_identity(skip: Option<&str>) -> anyhow::Result<String> {
+    let mut c = clusterctl(None).var("NAMESPACE", "team-a");
+    for (k, v) in [
+        ("LIBVIRT_HOST", "virt.example"),
+        ("LIBVIRT_SSH_PRIVATE_KEY_B64", "a2V5Cg=="),
+        ("LIBVIRT_KNOWN_HOSTS_B64", "aG9zdHMK"),
+    ] {
+        if Some(k) != skip {
+            c = c.var(k, v);
+        }
+    }
+    c.generate_yaml(&template("identity-libvirt.yaml"))
+}
+
+#[test]
+fn the_libvirt_identity_template_renders_the_ssh_connection_for_the_modules() {
+    let docs = docs(&libvirt_identity(None).unwrap());
+    assert_eq!(kinds(&docs), ["Secret", "TerraformClusterIdentity"]);
+    let secret = &docs[0];
+    assert_eq!(secret["metadata"]["name"], "aws-prod");
+    assert_eq!(secret["metadata"]["namespace"], "captf-system");
+    // The URI names the key and known_hosts where the Job mounts the Secret's keys.
+    assert_eq!(
+        secret["stringData"]["LIBVIRT_DEFAULT_URI"],
+        "qemu+ssh://captf@virt.example/system?sshauth=privkey\
+         &keyfile=/var/run/captf/credentials/ssh-privatekey\
+         &knownhosts=/var/run/captf/credentials/known_hosts"
+    );
+    assert_eq!(secret["data"]["ssh-privatekey"], "a2V5Cg==");
+    assert_eq!(secret["data"]["known_hosts"], "aG9zdHMK");
+    let identity: api::identity::TerraformClusterIdentity =
+        serde_json::from_value(docs[1].clone()).unwrap();
+    let secret_ref = identity.spec.secret_ref.unwrap();
+    assert_eq!(
+        (secret_ref.name.as_str(), secret_ref.namespace.as_str()),
+        ("aws-prod", "captf-system")
+    );
+    assert_eq!(
+        identity.spec.allowed_namespaces.unwrap().list.unwrap(),
+        ["team-a"]
+    );
+    for name in [
+        "LIBVIRT_HOST",
+        "LIBVIRT_SSH_PRIVATE_KEY_B64",
+        "LIBVIRT_KNOWN_HOSTS_B64",
+    ] {
+        let err = libvirt_identity(Some(name)).unwrap_err().to_string();
+        assert!(err.contains(name), "without {name}: {err}");
+    }
 }

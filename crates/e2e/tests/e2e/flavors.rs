@@ -1,7 +1,8 @@
 //! Every flavor under `templates/`, rendered by clusterctl, is accepted by the API server with
 //! Cluster API's and CAPTF's admission webhooks (a server-side dry run; ClusterClass noop itself is
 //! applied for real, since the ClusterClass flavor's Cluster must find it). This covers the
-//! MachinePool flavor too (brought up for real in the pools test).
+//! MachinePool flavor too (brought up for real in the pools test). The libvirt flavor and its
+//! identity template are only dry-run (their modules need a libvirt host; docs/src/libvirt-host.md).
 
 use e2e::clusterctl::template;
 use e2e::quickstart;
@@ -29,5 +30,18 @@ async fn every_flavor_is_accepted_by_the_api_server_and_the_webhooks() -> anyhow
         let applied = kube.apply_yaml_with(&yaml, &ns, true).await?;
         assert!(!applied.is_empty(), "{flavor} rendered nothing");
     }
+    let libvirt = clusterctl
+        .clone()
+        .var("NAMESPACE", &ns)
+        .var("LIBVIRT_HOST", "virt.example")
+        .var("LIBVIRT_SSH_PRIVATE_KEY_B64", "a2V5Cg==")
+        .var("LIBVIRT_KNOWN_HOSTS_B64", "aG9zdHMK");
+    let identity = libvirt.generate_yaml(&template("identity-libvirt.yaml"))?;
+    let applied = kube.apply_yaml_with(&identity, &ns, true).await?;
+    assert_eq!(applied.len(), 2, "identity-libvirt.yaml: {applied:?}");
+    let yaml =
+        libvirt.generate_cluster("dry", &template("cluster-template-libvirt.yaml"), &ns, 3, 2)?;
+    let applied = kube.apply_yaml_with(&yaml, &ns, true).await?;
+    assert!(!applied.is_empty(), "the libvirt flavor rendered nothing");
     Ok(())
 }
