@@ -39,11 +39,13 @@ die() {
 }
 say() { echo "node-image: $*" >&2; }
 
+# "tool version dir" of every test tool, read once (hack/testbin.sh --list builds nothing).
+TOOL_LIST=$("$ROOT/hack/testbin.sh" --list)
 tool_dir() {
-  "$ROOT/hack/testbin.sh" --list | awk -v t="$1" '$1 == t { print $3 }'
+  awk -v t="$1" '$1 == t { print $3 }' <<<"$TOOL_LIST"
 }
 tool_version() {
-  "$ROOT/hack/testbin.sh" --list | awk -v t="$1" '$1 == t { print $2 }'
+  awk -v t="$1" '$1 == t { print $2 }' <<<"$TOOL_LIST"
 }
 
 # A hash of what the build reads: images/node/, the build's own functions, and the pinned
@@ -187,7 +189,6 @@ build() {
   node_image "$work" "$(node_tag)"
   mkdir -p "$out.tmp"
   mv "$work/node.tar" "$out.tmp/node.tar"
-  node_tag >"$out.tmp/image"
   rm -rf "$out"
   mv "$out.tmp" "$out"
   # Older builds of this version (other inputs) are replaced by this one.
@@ -337,7 +338,7 @@ check() {
   user_data "$NODE" "$version" >"$dir/seed/user-data"
   printf 'instance-id: %s\nlocal-hostname: %s\n' "$NODE" "$NODE" >"$dir/seed/meta-data"
   $DOCKER create --name "$NODE" --hostname "$NODE" "${NODE_RUN_OPTIONS[@]}" \
-    --dns "$(bridge_address)" "$(cat "$(dirname "$archive")/image")" >/dev/null
+    --dns "$(bridge_address)" "$(node_tag)" >/dev/null
   $DOCKER cp "$dir/seed/." "$NODE:/var/lib/cloud/seed/nocloud/"
   $DOCKER start "$NODE" >/dev/null
   wait_for 120 "the node's preloaded images" in_node systemctl is-active --quiet captf-node-images.service

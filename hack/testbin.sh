@@ -344,8 +344,9 @@ build() {
 # The variable of a binary of a tool: CAPTF_TESTBIN_<BINARY>, with _LINUX_ARM64 for the arm64 tools.
 env_name() {
   local b=${1^^}
-  # etcd-node builds a second etcd (the version kubeadm deploys) beside the test environment's.
-  [[ $2 != etcd-node ]] || b+=_NODE
+  # A node tool's binary that its base tool builds too (etcd-node's etcd, at the version kubeadm
+  # deploys) gets _NODE, so it never shadows the test environment's.
+  if [[ $2 == *-node ]] && [[ " $(binaries_of "${2%-node}") " == *" $1="* ]]; then b+=_NODE; fi
   [[ -z $(goarch_of "$2") ]] || b+=_LINUX_$(goarch_of "$2" | tr a-z A-Z)
   echo "CAPTF_TESTBIN_${b//-/_}"
 }

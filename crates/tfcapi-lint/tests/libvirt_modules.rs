@@ -110,10 +110,11 @@ fn the_libvirt_cluster_exports_network_pool_vip_and_lease() {
     assert!(main.contains("resource \"libvirt_volume\" \"vip_lease\" {"));
 }
 
+/// The test binaries' `tofu`, or `None` (the test is skipped, saying why) when it is not built.
 fn tofu() -> Option<PathBuf> {
-    let home = std::env::var_os("HOME")?;
-    let path = Path::new(&home).join(".cache/captf/testbin/tofu-v1.12.6/tofu");
-    path.is_file().then_some(path)
+    testenv::testbin::path("tofu")
+        .map_err(|e| eprintln!("SKIPPED: {e}"))
+        .ok()
 }
 
 /// `tofu` in `dir` without a registry, a checkpoint or a user's configuration.
@@ -134,7 +135,6 @@ fn run_tofu(tofu: &Path, dir: &Path, args: &[&str]) -> Output {
 #[test]
 fn the_libvirt_modules_are_formatted_as_tofu_fmt_writes_them() {
     let Some(tofu) = tofu() else {
-        eprintln!("SKIPPED: no tofu in the testbin cache (hack/testbin.sh builds it)");
         return;
     };
     let work = tempfile::tempdir().unwrap();
@@ -228,7 +228,6 @@ fn exports() -> Value {
 #[test]
 fn the_libvirt_machine_refuses_cluster_outputs_without_network_pool_or_lease() {
     let Some(tofu) = tofu() else {
-        eprintln!("SKIPPED: no tofu in the testbin cache (hack/testbin.sh builds it)");
         return;
     };
     let (ok, out) = plan_variables(&tofu, "machine", &machine_inputs(Some(exports())));
@@ -279,7 +278,6 @@ fn the_libvirt_machine_refuses_cluster_outputs_without_network_pool_or_lease() {
 #[test]
 fn the_libvirt_cluster_refuses_a_subnet_it_cannot_hold_a_vip_in() {
     let Some(tofu) = tofu() else {
-        eprintln!("SKIPPED: no tofu in the testbin cache (hack/testbin.sh builds it)");
         return;
     };
     let inputs = json!({
