@@ -67,6 +67,11 @@ fn ip(args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The bridge's own, locally administered MAC address: `02:63:61:70:74:NN` ("capt", then `N`).
+fn bridge_mac(index: u8) -> String {
+    format!("02:63:61:70:74:{index:02x}")
+}
+
 /// Takes the lock of subnet `index` when nobody holds it.
 fn try_lock(index: u8) -> anyhow::Result<Option<Flock<File>>> {
     let path = Path::new(LOCK_DIR).join(format!("{index}.lock"));
@@ -215,6 +220,11 @@ impl PodNetwork {
         let gateway = format!("{}/24", subnet_address(index, 1));
         ip(&["link", "add", &bridge, "type", "bridge"])?;
         remove_when_exiting(index);
+        // A bridge without an address of its own takes the lowest address among its ports and
+        // changes it when that port leaves: pods that cached the gateway's old address then lose
+        // it for as long as their ARP entry lives (a pod's API requests time out when another pod
+        // of the environment goes). An address set by hand never changes.
+        ip(&["link", "set", &bridge, "address", &bridge_mac(index)])?;
         let net = PodNetwork {
             index,
             free: Mutex::new((2..=254).collect()),
@@ -363,6 +373,12 @@ async fn relay(listener: std::net::TcpListener, port: u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_bridge_has_a_locally_administered_address_of_its_own() {
+        assert_eq!(bridge_mac(0), "02:63:61:70:74:00");
+        assert_eq!(bridge_mac(255), "02:63:61:70:74:ff");
+    }
 
     #[test]
     fn a_subnet_covered_by_a_host_route_is_in_use() {

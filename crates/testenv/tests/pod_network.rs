@@ -213,3 +213,58 @@ async fn deployments_fill_endpoints_and_the_api_server_reaches_them() {
         assert!(!cs.ready, "{name} is Ready without its probe passing");
     }
 }
+
+/// Connects to `to` from inside the network namespace at `netns`, on a thread of its own (a
+/// thread's network namespace is its own), giving up after `timeout`.
+fn connect_from(netns: &std::path::Path, to: std::net::SocketAddr, timeout: Duration) -> bool {
+    let netns = netns.to_path_buf();
+    std::thread::spawn(move || {
+        let ns = std::fs::File::open(&netns).unwrap();
+        nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        std::net::TcpStream::connect_timeout(&to, timeout).is_ok()
+    })
+    .join()
+    .unwrap()
+}
+
+/// The MAC address of a host-side interface.
+fn mac(interface: &str) -> String {
+    std::fs::read_to_string(format!("/sys/class/net/{interface}/address"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// A pod keeps reaching the gateway when another pod goes. A bridge left to pick its own MAC
+/// takes its lowest port's and changes it when that port leaves; the pod that cached the old
+/// one then loses the gateway until its ARP entry expires (API requests time out).
+#[test]
+fn the_gateway_keeps_its_address_when_a_pod_goes() {
+    let network = testenv::podnet::PodNetwork::create().unwrap();
+    let gateway = network.gateway();
+    let index = gateway.octets()[2];
+    let bridge = format!("captfbr{index}");
+    let listener = std::net::TcpListener::bind((gateway, 0)).unwrap();
+    let to = listener.local_addr().unwrap();
+    let bridge_mac = mac(&bridge);
+
+    let a = network.attach().unwrap();
+    let b = network.attach().unwrap();
+    let veth = |p: &testenv::podnet::PodNet| format!("captf{index}v{}", p.ip.octets()[3]);
+    // The pod that stays caches the gateway's address; the other one goes. Without a fixed
+    // address the bridge would carry the lower of the two veth addresses: the one that goes is
+    // the one whose address that is.
+    let (stays, goes) = if mac(&veth(&a)) < mac(&veth(&b)) {
+        (b, a)
+    } else {
+        (a, b)
+    };
+    assert!(connect_from(&stays.path, to, Duration::from_secs(5)));
+    network.detach(&goes);
+    assert_eq!(mac(&bridge), bridge_mac, "the bridge's address changed");
+    assert!(
+        connect_from(&stays.path, to, Duration::from_secs(5)),
+        "the pod lost the gateway when another pod went"
+    );
+    network.detach(&stays);
+}
