@@ -30,7 +30,7 @@ PLATFORMS ?= linux/amd64
 
 .PHONY: help quickstart e2e e2e-upgrade node-images node-check two-clones test lint fmt fmt-check clippy unit chaos fuzz bench scale crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
-	testenv-deps pre-commit-tool mdbook-tool cross-deps static-dev-arm64 actionlint release-snapshot lint-image lint-image-push
+	testenv-deps docker-modules-check pre-commit-tool mdbook-tool cross-deps static-dev-arm64 actionlint release-snapshot lint-image lint-image-push
 
 help: ## List the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -73,6 +73,9 @@ node-images: ## Build the node image of real workload clusters (kubelet, kubeadm
 
 node-check: ## Boot one node container under a Docker daemon of its own and kubeadm init it to a Ready control-plane Node.
 	IMAGE_SOURCE='$(IMAGE_SOURCE)' hack/node-image.sh check
+
+docker-modules-check: ## Apply the docker modules (modules/docker) under a Docker daemon of their own: a load balancer, a control plane that initializes through it, a pool node that joins; then destroy them.
+	IMAGE_SOURCE='$(IMAGE_SOURCE)' hack/docker-modules-check.sh
 
 two-clones: ## Build and run the Quick Start from two fresh clones of HEAD in turn (hack/two-clones.sh).
 	hack/two-clones.sh

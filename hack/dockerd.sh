@@ -14,8 +14,9 @@
 #
 # Debian's docker.io is installed with apt-get when dockerd is missing and this runs as root on
 # Debian, as hack/image.sh installs buildah. The daemon touches nothing of the host's network but
-# its bridge: no iptables rules, no masquerading, no userland proxy. Containers reach each other
-# and the host over the bridge, and nothing beyond it.
+# its bridges: no iptables rules and no masquerading. Containers reach each other and the host
+# over their bridge, and nothing beyond it. A published port is served by Docker's userland proxy,
+# a process listening on the host (the docker cluster module publishes its load balancer so).
 set -euo pipefail
 
 die() {
@@ -61,7 +62,7 @@ start() {
   # setsid: the daemon outlives this script and is stopped by `stop`, which reads its pid file.
   setsid dockerd --data-root "$dir/data" --exec-root "$dir/exec" -H "unix://$dir/docker.sock" \
     --pidfile "$dir/docker.pid" --bridge "$BRIDGE" --iptables=false --ip-masq=false \
-    --ip-forward=false --userland-proxy=false --storage-driver overlay2 \
+    --ip-forward=false --userland-proxy=true --userland-proxy-path /usr/sbin/docker-proxy --storage-driver overlay2 \
     >"$dir/dockerd.log" 2>&1 </dev/null &
   for i in $(seq 1 60); do
     if DOCKER_HOST=unix://$dir/docker.sock $DOCKER info >/dev/null 2>&1; then

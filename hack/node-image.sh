@@ -30,6 +30,8 @@ CACHE=${CAPTF_NODE_IMAGES:-$HOME/.cache/captf/node-images}
 TOOLS=(kubernetes kubernetes-node etcd-node coredns cri-tools cni-plugins)
 NODE_PACKAGES=systemd,systemd-sysv,dbus,cloud-init,containerd,runc,iptables,nftables,conntrack,ethtool,socat,iproute2,ca-certificates,kmod,procps,ebtables,libseccomp2,iputils-ping,curl,less
 PROXY_PACKAGES=iptables,nftables,conntrack,ipset,kmod
+HAPROXY_PACKAGES=haproxy
+HAPROXY_TAG=localhost/captf-haproxy:2.6
 DEBIAN_SUITE=bookworm
 DOCKER=/usr/bin/docker
 
@@ -53,10 +55,10 @@ tool_version() {
 inputs_hash() {
   {
     (cd "$ROOT" && find images/node -type f -print0 | sort -z | xargs -0 sha256sum)
-    declare -f rootfs image build_pause control_plane_images node_image node_tag build
+    declare -f rootfs image build_pause control_plane_images node_image node_tag haproxy_image build
     local t
     for t in "${TOOLS[@]}"; do echo "$t $(tool_version "$t")"; done
-    echo "$NODE_PACKAGES $PROXY_PACKAGES $DEBIAN_SUITE"
+    echo "$NODE_PACKAGES $PROXY_PACKAGES $HAPROXY_PACKAGES $HAPROXY_TAG $DEBIAN_SUITE"
   } | sha256sum | cut -c1-12
 }
 
@@ -160,6 +162,14 @@ node_image() {
   image Containerfile "$tag" "$work/node.tar" "$ctx" "KUBERNETES_VERSION=$(tool_version kubernetes)"
 }
 
+# haproxy_image WORK: the docker cluster module's load balancer, saved to WORK/haproxy.tar.
+haproxy_image() {
+  local work=$1 ctx=$1/haproxy-ctx
+  mkdir -p "$ctx"
+  ln "$work/haproxy-rootfs.tar" "$ctx/rootfs.tar"
+  image Containerfile.haproxy "$HAPROXY_TAG" "$work/haproxy.tar" "$ctx" "VERSION=${HAPROXY_TAG##*:}"
+}
+
 node_tag() {
   echo "localhost/captf-node:$(tool_version kubernetes)"
 }
@@ -183,12 +193,15 @@ build() {
   say "Debian root file systems ($DEBIAN_SUITE)"
   rootfs "$NODE_PACKAGES" "$work/node-rootfs.tar"
   rootfs "$PROXY_PACKAGES" "$work/proxy-rootfs.tar"
+  rootfs "$HAPROXY_PACKAGES" "$work/haproxy-rootfs.tar"
   say "control-plane images"
   control_plane_images "$work"
   say "node image $(node_tag)"
   node_image "$work" "$(node_tag)"
+  say "load balancer image $HAPROXY_TAG"
+  haproxy_image "$work"
   mkdir -p "$out.tmp"
-  mv "$work/node.tar" "$out.tmp/node.tar"
+  mv "$work/node.tar" "$work/haproxy.tar" "$out.tmp/"
   rm -rf "$out"
   mv "$out.tmp" "$out"
   # Older builds of this version (other inputs) are replaced by this one.

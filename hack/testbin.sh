@@ -34,6 +34,9 @@
 #     tflint-v0.64.0/tflint      (only when named: `make bench` builds it, `make testbin` does not)
 #     actionlint-v1.7.12/actionlint  (only when named: `make lint` builds it)
 #     cosign-v2.6.5/cosign       (only when named: `make release-snapshot` builds it)
+#     terraform-provider-docker-v0.0.0-20260916201441-96d331c98ff4/terraform-provider-docker
+#                                (only when named: `make docker-modules` builds it; a commit
+#                                 after kreuzwerker/docker v4.6.0, mirrored as 4.6.0)
 #   <version> is the version of the tool's main module as pinned in
 #   hack/testbin/<tool>/go.mod (the single source of truth; bump it there + `go mod tidy`).
 #
@@ -75,8 +78,9 @@ BENCH_TOOLS=(tflint)
 LINT_TOOLS=(actionlint cosign)
 # Tools built when a real node is needed (`make node-images`, hack/node-image.sh): the binaries
 # of a workload cluster's node and of the control-plane images kubeadm runs, at the versions
-# kubeadm deploys by default for the test binaries' Kubernetes.
-NODE_TOOLS=(kubernetes-node etcd-node coredns cri-tools cni-plugins)
+# kubeadm deploys by default for the test binaries' Kubernetes; and the Docker provider the docker
+# modules' images carry (`make docker-modules`).
+NODE_TOOLS=(kubernetes-node etcd-node coredns cri-tools cni-plugins terraform-provider-docker)
 
 # A tool NAME-linux-arm64 is NAME built for linux/arm64 (GOARCH=arm64), into a directory of its
 # own; only the runtimes have one.
@@ -113,6 +117,7 @@ module_of() {
     coredns) echo github.com/coredns/coredns ;;
     cri-tools) echo sigs.k8s.io/cri-tools ;;
     cni-plugins) echo github.com/containernetworking/plugins ;;
+    terraform-provider-docker) echo github.com/terraform-providers/terraform-provider-docker ;;
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
     terraform) echo github.com/hashicorp/terraform ;;
     cluster-api) echo sigs.k8s.io/cluster-api ;;
@@ -143,6 +148,7 @@ binaries_of() {
       "host-local=github.com/containernetworking/plugins/plugins/ipam/host-local" \
       "loopback=github.com/containernetworking/plugins/plugins/main/loopback" \
       "portmap=github.com/containernetworking/plugins/plugins/meta/portmap" ;;
+    terraform-provider-docker) echo "terraform-provider-docker=github.com/terraform-providers/terraform-provider-docker" ;;
     kustomize) echo "kustomize=sigs.k8s.io/kustomize/kustomize/v5" ;;
     terraform) echo "terraform=github.com/hashicorp/terraform" ;;
     # clusterctl first: it is the quickest, and the managers share most of its packages.
@@ -239,6 +245,9 @@ ldflags_of() {
     cni-plugins)
       # Without it the plugins' VERSION command reports an unknown build.
       echo "-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$version" ;;
+    terraform-provider-docker)
+      # The provider reports its version to the runtime; without it, "dev".
+      echo "-X main.version=4.6.0 -X main.commit=96d331c98ff4" ;;
     cosign)
       # Without it `cosign version` reports "devel".
       echo "-X sigs.k8s.io/release-utils/version.gitVersion=$version" ;;

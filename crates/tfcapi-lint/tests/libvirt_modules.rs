@@ -7,29 +7,14 @@
 
 #![allow(clippy::unwrap_used)] // Test helpers: a failed setup step should fail the test.
 
+mod module_tools;
+
+use module_tools::{check_formatted, lint, tofu};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 fn libvirt(role: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../modules/libvirt")
-        .join(role)
-}
-
-fn lint(args: &[&str]) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tfcapi-lint"))
-        .args(args)
-        .output()
-        .unwrap();
-    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), report)
+    module_tools::module("libvirt", role)
 }
 
 /// Both modules pass `--strict`, with and without naming the role (each directory's
@@ -76,24 +61,7 @@ fn the_libvirt_modules_are_clean_under_strict() {
 /// lease being the VIP lease volume's name.
 #[test]
 fn the_libvirt_cluster_exports_network_pool_vip_and_lease() {
-    let text = std::fs::read_to_string(libvirt("cluster").join("outputs.tf")).unwrap();
-    let body: hcl::Body = hcl::from_str(&text).unwrap();
-    let exports = body
-        .blocks()
-        .find(|b| b.identifier() == "output" && b.labels()[0].as_str() == "exports")
-        .unwrap();
-    let value = exports
-        .body()
-        .attributes()
-        .find(|a| a.key() == "value")
-        .unwrap();
-    let hcl::Expression::Object(object) = value.expr() else {
-        panic!("exports is not an object: {value:?}");
-    };
-    let entries: Vec<(String, String)> = object
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let entries = module_tools::output_object(&libvirt("cluster"), "exports");
     assert_eq!(
         entries,
         [
@@ -110,84 +78,18 @@ fn the_libvirt_cluster_exports_network_pool_vip_and_lease() {
     assert!(main.contains("resource \"libvirt_volume\" \"vip_lease\" {"));
 }
 
-/// The test binaries' `tofu`, or `None` (the test is skipped, saying why) when it is not built.
-fn tofu() -> Option<PathBuf> {
-    testenv::testbin::path("tofu")
-        .map_err(|e| eprintln!("SKIPPED: {e}"))
-        .ok()
-}
-
-/// `tofu` in `dir` without a registry, a checkpoint or a user's configuration.
-fn run_tofu(tofu: &Path, dir: &Path, args: &[&str]) -> Output {
-    let cli_config = dir.join(".captf-test.tfrc");
-    std::fs::write(&cli_config, "").unwrap();
-    Command::new(tofu)
-        .args(args)
-        .current_dir(dir)
-        .env("TF_CLI_CONFIG_FILE", &cli_config)
-        .env("TF_IN_AUTOMATION", "1")
-        .env("CHECKPOINT_DISABLE", "1")
-        .env("HOME", dir)
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn the_libvirt_modules_are_formatted_as_tofu_fmt_writes_them() {
     let Some(tofu) = tofu() else {
         return;
     };
-    let work = tempfile::tempdir().unwrap();
-    let dir = libvirt("").canonicalize().unwrap();
-    let out = run_tofu(
-        &tofu,
-        work.path(),
-        &[
-            "fmt",
-            "-check",
-            "-diff",
-            "-recursive",
-            "-no-color",
-            dir.to_str().unwrap(),
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Err(diff) = check_formatted(&tofu, &libvirt("")) {
+        panic!("{diff}");
+    }
 }
 
-/// Plans a root holding only `module`'s `variables.tf` with `values` as its tfvars; returns
-/// whether the plan succeeded and its output.
-fn plan_variables(tofu: &Path, module: &str, values: &Value) -> (bool, String) {
-    let work = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        libvirt(module).join("variables.tf"),
-        work.path().join("variables.tf"),
-    )
-    .unwrap();
-    std::fs::write(
-        work.path().join("terraform.tfvars.json"),
-        serde_json::to_vec(values).unwrap(),
-    )
-    .unwrap();
-    let out = run_tofu(
-        tofu,
-        work.path(),
-        &["plan", "-input=false", "-no-color", "-lock=false"],
-    );
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // tofu wraps long messages: compare without the line breaks.
-    (
-        out.status.success(),
-        text.split_whitespace().collect::<Vec<_>>().join(" "),
-    )
+fn plan_variables(tofu: &Path, role: &str, values: &Value) -> (bool, String) {
+    module_tools::plan_variables(tofu, &libvirt(role), values)
 }
 
 /// The inputs the controller renders for a machine of a libvirt cluster, with `exports` as
