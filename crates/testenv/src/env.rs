@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::capi::ClusterApi;
 use crate::control_plane::{self, ControlPlane, Endpoints};
+use crate::docker::DockerDaemon;
 use crate::kubelet::{Kubelet, KubeletConfig, KubeletInfo, scratch_dir};
 use crate::podnet::PodNetwork;
 use crate::registry::Registry;
@@ -61,6 +62,8 @@ pub fn crds() -> anyhow::Result<Vec<CustomResourceDefinition>> {
 #[derive(Debug)]
 pub struct TestEnv {
     // Field order is drop order: Cluster API's managers stop before the API server they talk to.
+    /// The Docker daemon for real nodes (started on first use; see [`crate::docker`]).
+    docker: OnceLock<Result<DockerGuard, String>>,
     capi: Option<ClusterApi>,
     control_plane: ControlPlane,
     /// The pod network (see [`crate::podnet`]); its failure fails only the kubelet.
@@ -69,6 +72,17 @@ pub struct TestEnv {
     kubelet: OnceLock<Result<KubeletInfo, String>>,
     /// The extra nodes [`TestEnv::start_node`] started, by name.
     nodes: Mutex<HashMap<String, KubeletInfo>>,
+}
+
+/// Stops the environment's Docker daemon when the environment is dropped (the process's exit
+/// stops it too: see [`crate::docker::stop_when_exiting`]).
+#[derive(Debug)]
+struct DockerGuard(Arc<DockerDaemon>);
+
+impl Drop for DockerGuard {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 /// The main kubelet's Node name.
@@ -214,6 +228,7 @@ impl TestEnv {
 
     fn new(control_plane: ControlPlane, network: Result<Arc<PodNetwork>, String>) -> Self {
         TestEnv {
+            docker: OnceLock::new(),
             capi: None,
             control_plane,
             network,
@@ -312,6 +327,30 @@ impl TestEnv {
         cfg.shim_binary = Some(crate::shim::binary_path()?);
         cfg.pod_network = Some(self.network.clone().map_err(anyhow::Error::msg)?);
         Ok(cfg)
+    }
+
+    /// The environment's Docker daemon (started on first use, installing Debian's `docker.io`
+    /// when missing): its own directory and bridge, listening on its socket and, for the
+    /// environment's pods, on the pod gateway. It stops, and its containers, networks, bridge
+    /// and directory go, when the environment is dropped or the process exits.
+    pub fn docker(&self) -> anyhow::Result<&DockerDaemon> {
+        self.docker
+            .get_or_init(|| {
+                (|| {
+                    let network = self.network.clone().map_err(anyhow::Error::msg)?;
+                    let daemon = Arc::new(DockerDaemon::start(
+                        &self.endpoints().dir.join("docker"),
+                        network.index(),
+                        Some(network.gateway()),
+                    )?);
+                    crate::docker::stop_when_exiting(daemon.clone());
+                    Ok(DockerGuard(daemon))
+                })()
+                .map_err(|e: anyhow::Error| format!("{e:#}"))
+            })
+            .as_ref()
+            .map(|d| d.0.as_ref())
+            .map_err(|e| anyhow::anyhow!("the Docker daemon failed to start: {e}"))
     }
 
     /// The pod network's gateway: where pods reach the API server, and the source address of

@@ -10,6 +10,7 @@
 //! - [`manifests`] renders `config/` and applies manifests server-side, keeping warnings.
 //! - [`registry`] runs an OCI registry on loopback; [`image`] builds images into it and pulls
 //!   and unpacks them.
+//! - [`docker`] runs a Docker daemon of the environment's own, for real nodes.
 //! - [`kubelet`] is the process kubelet; [`shim`] runs one container; [`podnet`] gives pods their
 //!   own network namespaces and addresses; [`fixture`] holds the behaviours of the test fixture
 //!   image.
@@ -21,6 +22,7 @@
 pub mod audit;
 pub mod capi;
 pub mod control_plane;
+pub mod docker;
 pub mod env;
 pub mod fixture;
 pub mod image;

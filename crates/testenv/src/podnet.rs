@@ -237,6 +237,11 @@ impl PodNetwork {
         Ok(net)
     }
 
+    /// The subnet's number `N` (`10.244.N.0/24`): this environment's, for as long as it lives.
+    pub fn index(&self) -> u8 {
+        self.index
+    }
+
     /// The gateway: the host's address on the bridge, where pods reach the API server.
     pub fn gateway(&self) -> Ipv4Addr {
         subnet_address(self.index, 1)

@@ -658,7 +658,7 @@ fn resolve_command(command: &str, env: &[String]) -> anyhow::Result<String> {
     bail!("exec: {command:?}: executable file not found in $PATH")
 }
 
-type SpawnRequest = (Command, mpsc::Sender<std::io::Result<Child>>);
+type SpawnRequest = (Command, Signal, mpsc::Sender<std::io::Result<Child>>);
 
 /// Spawns `cmd` so that it receives SIGKILL when this process exits, however it exits (also on a
 /// panic or a SIGKILL), so tests never leave stray helpers behind.
@@ -666,19 +666,24 @@ type SpawnRequest = (Command, mpsc::Sender<std::io::Result<Child>>);
 /// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, so every tied child is
 /// forked by one dedicated thread that lives as long as the process.
 pub fn spawn_tied(cmd: Command) -> std::io::Result<Child> {
+    spawn_tied_with(cmd, Signal::SIGKILL)
+}
+
+/// [`spawn_tied`] with another signal than SIGKILL: SIGTERM for a daemon that must stop what it
+/// started before it exits (the Docker daemon stops its containers).
+pub fn spawn_tied_with(cmd: Command, signal: Signal) -> std::io::Result<Child> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
     let sender = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<SpawnRequest>();
         std::thread::Builder::new()
             .name("captf-spawner".into())
             .spawn(move || {
-                for (mut cmd, reply) in rx {
+                for (mut cmd, signal, reply) in rx {
                     // SAFETY: the closure runs between fork and exec and only makes the
                     // async-signal-safe prctl(2) system call.
                     unsafe {
-                        cmd.pre_exec(|| {
-                            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
-                                .map_err(std::io::Error::from)
+                        cmd.pre_exec(move || {
+                            nix::sys::prctl::set_pdeathsig(signal).map_err(std::io::Error::from)
                         });
                     }
                     let _ = reply.send(cmd.spawn());
@@ -691,7 +696,7 @@ pub fn spawn_tied(cmd: Command) -> std::io::Result<Child> {
     sender
         .lock()
         .map_err(|_| std::io::Error::other("spawner lock poisoned"))?
-        .send((cmd, reply_tx))
+        .send((cmd, signal, reply_tx))
         .map_err(|_| std::io::Error::other("spawner thread gone"))?;
     reply_rx
         .recv()
