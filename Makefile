@@ -174,10 +174,15 @@ static-dev-arm64:
 cross-deps: ## Install what building for PLATFORMS needs, when missing (rustup targets; Debian's aarch64 cross toolchain for linux/arm64).
 	hack/cross.sh deps '$(PLATFORMS)'
 
-testenv-deps: ## What the test environment needs from the machine: `ip` (iproute2) for the pod network, installed when missing (root, Debian).
+# docker.io is installed here, before the test lanes start, so no test installs it while another
+# lane's first image build installs buildah (both would need dpkg's lock).
+testenv-deps: ## What the test environment needs from the machine: `ip` (iproute2) for the pod network and Debian's docker.io for its Docker daemon, installed when missing (root, Debian).
 	@command -v ip >/dev/null || { \
 	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null || { echo "testenv-deps: install iproute2 (the pod network runs ip)" >&2; exit 1; }; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iproute2; }
+	@{ command -v dockerd >/dev/null || [ -x /usr/sbin/dockerd ]; } && [ -x /usr/bin/docker ] || { \
+	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null || { echo "testenv-deps: install Debian's docker.io (the test environment's Docker daemon)" >&2; exit 1; }; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io; }
 
 # pre-commit from PyPI, in a virtualenv of its own, for the tfcapi-lint hook test.
 PRE_COMMIT_VERSION := 4.7.0

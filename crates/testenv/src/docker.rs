@@ -3,7 +3,7 @@
 //! (`modules/docker`) create node containers, networks and load balancers with.
 //!
 //! - Debian's `docker.io`, installed with `apt-get` when `dockerd` is missing (root on Debian),
-//!   as the image builder installs buildah.
+//!   as the image builder installs buildah (`make testenv-deps` installs it before the tests).
 //! - Data, state, socket and pid file under one directory of the environment; its own bridge
 //!   `captfdkN` with `172.29.N.1/24` and a fixed MAC address (N the environment's pod subnet,
 //!   see [`crate::podnet`], so concurrent environments never share either), and its own pool
@@ -85,15 +85,19 @@ fn ensure_installed() -> anyhow::Result<()> {
         bail!("dockerd is not installed: install Debian's docker.io (apt-get install docker.io)");
     }
     info!("installing Debian's docker.io");
-    run(Command::new("apt-get").args(["update", "-qq"]))?;
+    // Another process may hold dpkg's lock (a first image build installing buildah): wait.
+    let lock_wait = "DPkg::Lock::Timeout=300";
+    run(Command::new("apt-get").args(["-o", lock_wait, "update", "-qq"]))?;
     run(Command::new("apt-get")
         .args([
+            "-o",
+            lock_wait,
             "install",
             "-y",
             "-qq",
             "--no-install-recommends",
-            "docker.io",
         ])
+        .arg("docker.io")
         .env("DEBIAN_FRONTEND", "noninteractive"))
 }
 
