@@ -62,7 +62,7 @@ wait_for() {
 # The provider mirror of a module image (/captf/providers), for both runtimes' registry hosts.
 provider_mirror() {
   local dir=$1 bin version=4.6.0 host
-  bin=$("$ROOT/hack/testbin.sh" --print-env | sed -n 's/^CAPTF_TESTBIN_TERRAFORM_PROVIDER_DOCKER=//p')
+  bin=$(sed -n 's/^CAPTF_TESTBIN_TERRAFORM_PROVIDER_DOCKER=//p' <<<"$TESTBIN_ENV")
   [[ -x $bin ]] || die "no Docker provider at $bin (hack/testbin.sh terraform-provider-docker)"
   for host in registry.opentofu.org registry.terraform.io; do
     mkdir -p "$dir/$host/kreuzwerker/docker/$version/linux_amd64"
@@ -110,12 +110,10 @@ cloud_config() {
   printf "runcmd:\n- '%s && echo success > /run/cluster-api/bootstrap-success.complete'\n" "$command"
 }
 
-# The kubeadm configuration of the first control-plane machine. kube-proxy keeps the host's
-# connection-tracking maximum (a node may not write it; see real-nodes.md).
-init_config() {
+# Every node's registration: its name and kubelet's provider-id from the NoCloud seed, as the
+# docker machine module writes it.
+node_registration() {
   cat <<EOF
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: InitConfiguration
 nodeRegistration:
   name: '{{ ds.meta_data.local_hostname }}'
   criSocket: unix:///run/containerd/containerd.sock
@@ -123,6 +121,16 @@ nodeRegistration:
   kubeletExtraArgs:
   - name: provider-id
     value: 'docker:///{{ ds.meta_data.instance_id }}'
+EOF
+}
+
+# The kubeadm configuration of the first control-plane machine. kube-proxy keeps the host's
+# connection-tracking maximum (a node may not write it; see real-nodes.md).
+init_config() {
+  cat <<EOF
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+$(node_registration)
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
@@ -148,13 +156,7 @@ discovery:
     apiServerEndpoint: $1
     token: $2
     caCertHashes: [$3]
-nodeRegistration:
-  name: '{{ ds.meta_data.local_hostname }}'
-  criSocket: unix:///run/containerd/containerd.sock
-  ignorePreflightErrors: $(ignored_preflight_errors)
-  kubeletExtraArgs:
-  - name: provider-id
-    value: 'docker:///{{ ds.meta_data.instance_id }}'
+$(node_registration)
 EOF
 }
 
@@ -181,7 +183,8 @@ main() {
   archive=$("$ROOT/hack/node-image.sh" build)
   dir=$(dirname "$archive")
   "$ROOT/hack/testbin.sh" tofu terraform-provider-docker >&2
-  TOFU=$("$ROOT/hack/testbin.sh" --print-env | sed -n 's/^CAPTF_TESTBIN_TOFU=//p')
+  TESTBIN_ENV=$("$ROOT/hack/testbin.sh" --print-env)
+  TOFU=$(sed -n 's/^CAPTF_TESTBIN_TOFU=//p' <<<"$TESTBIN_ENV")
   VERSION=$("$ROOT/hack/testbin.sh" --list | awk '$1 == "kubernetes" { print $2 }')
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/captf-docker-modules-check.XXXXXX")
   trap clean_up EXIT

@@ -29,8 +29,12 @@ use anyhow::{Context as _, bail};
 use nix::sys::signal::Signal;
 use tracing::{info, warn};
 
-/// Debian's client: speaks the daemon's own API version.
+use crate::podnet::{create_bridge, delete_bridge};
+
+/// Debian's daemon and client (the client speaks the daemon's own API version), and apt-get.
+const DOCKERD: &str = "/usr/sbin/dockerd";
 const DOCKER: &str = "/usr/bin/docker";
+const APT_GET: &str = "/usr/bin/apt-get";
 /// Prefix of the daemons' bridges.
 const BRIDGE_PREFIX: &str = "captfdk";
 /// How long the daemon may take to answer on its socket.
@@ -78,17 +82,17 @@ fn daemon_args(dir: &Path, index: u8, tcp: Option<SocketAddr>) -> Vec<String> {
 
 /// Installs Debian's `docker.io` when `dockerd` or the client is missing.
 fn ensure_installed() -> anyhow::Result<()> {
-    if which("dockerd") && Path::new(DOCKER).is_file() {
+    if Path::new(DOCKERD).is_file() && Path::new(DOCKER).is_file() {
         return Ok(());
     }
-    if !nix::unistd::geteuid().is_root() || !which("apt-get") {
+    if !nix::unistd::geteuid().is_root() || !Path::new(APT_GET).is_file() {
         bail!("dockerd is not installed: install Debian's docker.io (apt-get install docker.io)");
     }
     info!("installing Debian's docker.io");
     // Another process may hold dpkg's lock (a first image build installing buildah): wait.
     let lock_wait = "DPkg::Lock::Timeout=300";
-    run(Command::new("apt-get").args(["-o", lock_wait, "update", "-qq"]))?;
-    run(Command::new("apt-get")
+    run(Command::new(APT_GET).args(["-o", lock_wait, "update", "-qq"]))?;
+    run(Command::new(APT_GET)
         .args([
             "-o",
             lock_wait,
@@ -99,14 +103,6 @@ fn ensure_installed() -> anyhow::Result<()> {
         ])
         .arg("docker.io")
         .env("DEBIAN_FRONTEND", "noninteractive"))
-}
-
-fn which(name: &str) -> bool {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .chain(["/usr/sbin".into(), "/usr/bin".into()])
-        .any(|d| d.join(name).is_file())
 }
 
 /// Runs a command to completion, failing with its stderr.
@@ -135,25 +131,12 @@ fn free_port_on(ip: Ipv4Addr) -> anyhow::Result<SocketAddr> {
 /// Creates the daemon's bridge, replacing one a dead environment left.
 fn make_bridge(index: u8) -> anyhow::Result<()> {
     let bridge = bridge_name(index);
-    remove_bridge(index);
-    let ip = |args: &[&str]| run(Command::new("ip").args(args));
-    ip(&["link", "add", &bridge, "type", "bridge"])?;
-    ip(&["link", "set", &bridge, "address", &bridge_mac(index)])?;
-    ip(&[
-        "addr",
-        "add",
-        &format!("{}/24", bridge_gateway(index)),
-        "dev",
+    delete_bridge(&bridge);
+    create_bridge(
         &bridge,
-    ])?;
-    ip(&["link", "set", &bridge, "up"])
-}
-
-fn remove_bridge(index: u8) {
-    let bridge = bridge_name(index);
-    if Path::new("/sys/class/net").join(&bridge).exists() {
-        let _ = run(Command::new("ip").args(["link", "del", &bridge]));
-    }
+        &bridge_mac(index),
+        &format!("{}/24", bridge_gateway(index)),
+    )
 }
 
 /// A running daemon. Dropping it stops it and removes everything it made.
@@ -178,7 +161,7 @@ impl DockerDaemon {
         };
         make_bridge(index)?;
         let log = std::fs::File::create(dir.join("dockerd.log"))?;
-        let mut cmd = Command::new("dockerd");
+        let mut cmd = Command::new(DOCKERD);
         cmd.args(daemon_args(&dir, index, tcp))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -293,7 +276,7 @@ impl DockerDaemon {
         if let Err(e) = std::fs::remove_dir_all(&self.dir) {
             warn!(dir = %self.dir.display(), error = %e, "removing the Docker daemon's directory");
         }
-        remove_bridge(self.index);
+        delete_bridge(&bridge_name(self.index));
     }
 
     fn remove_containers(&self) {

@@ -136,10 +136,26 @@ fn remove_leftovers(index: u8) {
             }
         }
     }
-    let bridge = bridge_name(index);
-    if Path::new("/sys/class/net").join(&bridge).exists() {
-        debug!(%bridge, "removing a leftover bridge");
-        let _ = ip(&["link", "delete", &bridge]);
+    delete_bridge(&bridge_name(index));
+}
+
+/// Creates the bridge `name` with the MAC address `mac` and the address `cidr`, and brings it
+/// up. A bridge without an address of its own takes the lowest address among its ports and
+/// changes it when that port leaves: whoever cached the bridge's old address (a pod's ARP entry
+/// for its gateway) then loses it until the entry expires. An address set by hand never changes.
+pub(crate) fn create_bridge(name: &str, mac: &str, cidr: &str) -> anyhow::Result<()> {
+    ip(&["link", "add", name, "type", "bridge"])?;
+    ip(&["link", "set", name, "address", mac])?;
+    ip(&["addr", "add", cidr, "dev", name])?;
+    ip(&["link", "set", name, "up"])?;
+    Ok(())
+}
+
+/// Deletes the bridge `name` when it exists.
+pub(crate) fn delete_bridge(name: &str) {
+    if Path::new("/sys/class/net").join(name).exists() {
+        debug!(bridge = %name, "removing a bridge");
+        let _ = ip(&["link", "delete", name]);
     }
 }
 
@@ -217,22 +233,16 @@ impl PodNetwork {
             bail!("no free pod subnet in 10.244.0.0/16 (all 256 are taken or routed)");
         };
         let bridge = bridge_name(index);
-        let gateway = format!("{}/24", subnet_address(index, 1));
-        ip(&["link", "add", &bridge, "type", "bridge"])?;
         remove_when_exiting(index);
-        // A bridge without an address of its own takes the lowest address among its ports and
-        // changes it when that port leaves: pods that cached the gateway's old address then lose
-        // it for as long as their ARP entry lives (a pod's API requests time out when another pod
-        // of the environment goes). An address set by hand never changes.
-        ip(&["link", "set", &bridge, "address", &bridge_mac(index)])?;
+        // Built first: a failure below drops it, which removes what was made.
         let net = PodNetwork {
             index,
             free: Mutex::new((2..=254).collect()),
             forwarded: Mutex::new(BTreeSet::new()),
             _lock: lock,
         };
-        ip(&["addr", "add", &gateway, "dev", &bridge])?;
-        ip(&["link", "set", &bridge, "up"])?;
+        let gateway = format!("{}/24", subnet_address(index, 1));
+        create_bridge(&bridge, &bridge_mac(index), &gateway)?;
         info!(%bridge, subnet = %format!("{}/24", subnet_address(index, 0)), "pod network ready");
         Ok(net)
     }
