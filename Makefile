@@ -38,15 +38,18 @@ help: ## List the targets.
 # The test binaries the Quick Start runs (not Terraform, cert-manager, promtool or the arm64
 # runtimes, which only tests use), built by Go beside the Rust build: the two overlap on the
 # machine's cores, and both print their progress.
-QUICKSTART_TOOLS := tofu crane etcd kubernetes cluster-api
+# FLAVOR=docker (real nodes) also needs the Docker provider for the docker modules' images and
+# the node images, which build the node tools (kubectl among them) first.
+QUICKSTART_TOOLS := $(strip tofu crane etcd kubernetes cluster-api $(if $(filter docker,$(FLAVOR)),terraform-provider-docker))
+QUICKSTART_NODE_IMAGES := $(if $(filter docker,$(FLAVOR)),&& IMAGE_SOURCE='$(IMAGE_SOURCE)' hack/node-image.sh build >/dev/null)
 
-quickstart: ## The book's Quick Start with Cluster API's real controllers, then the delete (KEEP=1 keeps it running).
-	@echo "quickstart: building the test binaries it needs ($(QUICKSTART_TOOLS)) from source beside CAPTF's Rust build"
-	hack/testbin.sh $(QUICKSTART_TOOLS) & testbin=$$!; rc=0; \
+quickstart: ## The book's Quick Start with Cluster API's real controllers, then the delete (KEEP=1 keeps it running; FLAVOR=docker: real nodes).
+	@echo "quickstart: building the test binaries it needs ($(QUICKSTART_TOOLS)$(if $(filter docker,$(FLAVOR)), and the node images)) from source beside CAPTF's Rust build"
+	{ hack/testbin.sh $(QUICKSTART_TOOLS) $(QUICKSTART_NODE_IMAGES); } & testbin=$$!; rc=0; \
 	{ $(STATIC) $(CARGO) build --locked -p manager -p webhook -p runner --target $(RUNNER_TARGET) && \
 	  $(CARGO) build --locked -p manager -p webhook -p captf-testenv -p captf-e2e --bins; } || rc=$$?; \
 	wait $$testbin || rc=$$?; exit $$rc
-	$(BIN_DIR)/debug/quickstart
+	FLAVOR='$(FLAVOR)' $(BIN_DIR)/debug/quickstart
 
 # two-clones runs last, after unit, even under -j: it lends this checkout's target/ to its clones.
 # No incremental compilation: CI builds each checkout once, and the incremental caches of the

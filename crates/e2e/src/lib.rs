@@ -15,6 +15,7 @@
 //! - [`stand_in`]: stand-in bootstrap data for worker Machines and MachinePools.
 //! - [`suite`]: the shared environment, images and Job log.
 //! - [`quickstart`]: the Quick Start flow, for test 1 and `make quickstart`.
+//! - [`real_nodes`]: the docker flavor on real nodes, for `make quickstart FLAVOR=docker`.
 //! - [`upgrade`]: the previous release, the upgrade notes and what an upgrade must not touch.
 //! - [`workload`]: a stand-in workload cluster, where a flow needs Nodes.
 
@@ -25,6 +26,7 @@ pub mod kube_ops;
 pub mod operator;
 pub mod product;
 pub mod quickstart;
+pub mod real_nodes;
 pub mod scale;
 pub mod stand_in;
 pub mod suite;

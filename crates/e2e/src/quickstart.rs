@@ -139,11 +139,23 @@ pub async fn apply_identity(
     identity: &str,
     ns: &str,
 ) -> anyhow::Result<Value> {
+    apply_identity_from(kube, clusterctl, "identity.yaml", identity, ns).await
+}
+
+/// [`apply_identity`] from another identity template (`identity-docker.yaml`: its own variables
+/// are set on `clusterctl`).
+pub async fn apply_identity_from(
+    kube: &Kube,
+    clusterctl: &Clusterctl,
+    template: &str,
+    identity: &str,
+    ns: &str,
+) -> anyhow::Result<Value> {
     let yaml = clusterctl
         .clone()
         .var("TERRAFORM_IDENTITY_NAME", identity)
         .var("NAMESPACE", ns)
-        .generate_yaml(&clusterctl.template("identity.yaml"))?;
+        .generate_yaml(&clusterctl.template(template))?;
     kube.apply_yaml(&yaml, ns).await?;
     kube.wait_for(
         (INFRA, "TerraformClusterIdentity"),

@@ -204,6 +204,7 @@ fn a_missing_required_variable_fails_the_render() {
         ("cluster-template-clusterclass.yaml", &REQUIRED[..3]),
         ("cluster-template-machinepool.yaml", &REQUIRED[..]),
         ("cluster-template-libvirt.yaml", &REQUIRED[..3]),
+        ("cluster-template-docker.yaml", &REQUIRED[..3]),
     ] {
         for (name, _) in vars {
             let err = render(flavor, Some(name)).unwrap_err().to_string();
@@ -279,8 +280,8 @@ fn module_variables(module: &str) -> Vec<String> {
 }
 
 /// The inline `spec.variables` a flavor sets on a Terraform object: accepted by admission's rule
-/// for the role, and every one declared by the libvirt module of that role.
-fn libvirt_variables(spec: &Value, kind: contract::names::ObjectKind, module: &str) -> Value {
+/// for the role, and every one declared by the flavor's module of that role.
+fn module_flavor_variables(spec: &Value, kind: contract::names::ObjectKind, module: &str) -> Value {
     let vars = spec["variables"].clone();
     contract::variables::check_inline_variables(kind, &vars).unwrap();
     let declared = module_variables(module);
@@ -293,14 +294,15 @@ fn libvirt_variables(spec: &Value, kind: contract::names::ObjectKind, module: &s
     vars
 }
 
-/// The kubelet of every node the libvirt flavor boots registers as its Machine's name with the
-/// providerID the libvirt machine module reports, both read from the NoCloud seed the module
-/// writes (instance-id and local-hostname).
-fn registers_with_the_seeds_ids(registration: &Value) {
+/// The kubelet of every node the libvirt and docker flavors boot registers as its Machine's name
+/// with the providerID the flavor's machine module reports (`<scheme>:///<instance id>`), both
+/// read from the NoCloud seed the module writes (instance-id and local-hostname).
+fn registers_with_the_seeds_ids(registration: &Value, scheme: &str) {
     assert_eq!(registration["name"], "{{ ds.meta_data.local_hostname }}");
+    let value = format!("{scheme}:///{{{{ ds.meta_data.instance_id }}}}");
     assert_eq!(
         registration["kubeletExtraArgs"],
-        serde_json::json!([{ "name": "provider-id", "value": "libvirt:///{{ ds.meta_data.instance_id }}" }])
+        serde_json::json!([{ "name": "provider-id", "value": value }])
     );
 }
 
@@ -322,7 +324,7 @@ fn the_libvirt_flavor_renders_on_the_libvirt_modules_with_its_defaults() {
         cluster.spec.workspace.identity_ref.unwrap().name,
         "aws-prod"
     );
-    let vars = libvirt_variables(
+    let vars = module_flavor_variables(
         &docs[1]["spec"],
         contract::names::ObjectKind::Cluster,
         "libvirt/cluster",
@@ -337,10 +339,11 @@ fn the_libvirt_flavor_renders_on_the_libvirt_modules_with_its_defaults() {
     assert_eq!(kcp["spec"]["version"], "v1.36.3");
     kcp_promises(kcp);
     let kubeadm = &kcp["spec"]["kubeadmConfigSpec"];
-    registers_with_the_seeds_ids(&kubeadm["initConfiguration"]["nodeRegistration"]);
-    registers_with_the_seeds_ids(&kubeadm["joinConfiguration"]["nodeRegistration"]);
+    registers_with_the_seeds_ids(&kubeadm["initConfiguration"]["nodeRegistration"], "libvirt");
+    registers_with_the_seeds_ids(&kubeadm["joinConfiguration"]["nodeRegistration"], "libvirt");
     registers_with_the_seeds_ids(
         &docs[6]["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"],
+        "libvirt",
     );
     assert_eq!(
         docs[6]["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"]["imagePullPolicy"],
@@ -354,7 +357,7 @@ fn the_libvirt_flavor_renders_on_the_libvirt_modules_with_its_defaults() {
             template.spec.template.spec.workspace.source.image,
             REQUIRED[2].1
         );
-        let vars = libvirt_variables(
+        let vars = module_flavor_variables(
             &docs[i]["spec"]["template"]["spec"],
             contract::names::ObjectKind::Machine,
             "libvirt/machine",
@@ -462,4 +465,67 @@ fn the_libvirt_identity_template_renders_the_ssh_connection_for_the_modules() {
         let err = libvirt_identity(Some(name)).unwrap_err().to_string();
         assert!(err.contains(name), "without {name}: {err}");
     }
+}
+
+/// The docker flavor: the default flavor's objects on the docker modules, its variables declared
+/// by them, every node registering with the providerID the docker machine module reports, the
+/// two Docker-host settings (SystemVerification skipped; kube-proxy's conntrack maximum patched
+/// by the init node), and no machine variables (the node image follows the version).
+#[test]
+fn the_docker_flavor_renders_on_the_docker_modules_with_its_defaults() {
+    let docs = render("cluster-template-docker.yaml", None).unwrap();
+    assert_eq!(kinds(&docs), DEFAULT_FLAVOR_KINDS);
+    assert!(docs.iter().all(|d| d["metadata"]["namespace"] == "team-a"));
+    let cluster: api::cluster::TerraformCluster = serde_json::from_value(docs[1].clone()).unwrap();
+    assert_eq!(cluster.spec.workspace.source.image, REQUIRED[1].1);
+    let vars = module_flavor_variables(
+        &docs[1]["spec"],
+        contract::names::ObjectKind::Cluster,
+        "docker/cluster",
+    );
+    assert_eq!(
+        vars,
+        serde_json::json!({
+            "network_cidr": "172.31.0.0/24",
+            "load_balancer_host_ip": "172.31.0.1",
+            "load_balancer_host_port": 6443
+        })
+    );
+
+    let kcp = &docs[2];
+    kcp_promises(kcp);
+    let kubeadm = &kcp["spec"]["kubeadmConfigSpec"];
+    let worker = &docs[6]["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"];
+    for registration in [
+        &kubeadm["initConfiguration"]["nodeRegistration"],
+        &kubeadm["joinConfiguration"]["nodeRegistration"],
+        worker,
+    ] {
+        registers_with_the_seeds_ids(registration, "docker");
+        assert_eq!(
+            registration["ignorePreflightErrors"],
+            serde_json::json!(["SystemVerification"])
+        );
+    }
+    assert_eq!(
+        kubeadm["postKubeadmCommands"],
+        serde_json::json!(["/usr/local/bin/captf-kube-proxy-conntrack"])
+    );
+    let script = kubeadm["files"][0]["content"].as_str().unwrap();
+    assert!(script.contains("maxPerCore: 0"), "{script}");
+    for i in [3, 5] {
+        let template: api::machine::TerraformMachineTemplate =
+            serde_json::from_value(docs[i].clone()).unwrap();
+        assert_eq!(
+            template.spec.template.spec.workspace.source.image,
+            REQUIRED[2].1
+        );
+        assert!(docs[i]["spec"]["template"]["spec"]["variables"].is_null());
+    }
+
+    let machine =
+        std::fs::read_to_string(testenv::env::repo_root().join("modules/docker/machine/main.tf"))
+            .unwrap();
+    assert!(machine.contains(r#"provider_id = "docker:///${local.instance_id}""#));
+    assert!(machine.contains(r#""instance-id"    = local.instance_id"#));
 }

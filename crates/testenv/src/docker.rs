@@ -246,6 +246,66 @@ impl DockerDaemon {
         cmd
     }
 
+    /// Loads a docker archive (`docker load -i`): the node and load balancer images of real
+    /// nodes (`hack/node-image.sh build`).
+    pub fn load(&self, archive: &Path) -> anyhow::Result<()> {
+        let out = self
+            .docker()
+            .arg("load")
+            .arg("-i")
+            .arg(archive)
+            .output()
+            .with_context(|| format!("running docker load -i {}", archive.display()))?;
+        if !out.status.success() {
+            bail!(
+                "docker load -i {} failed: {}",
+                archive.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        info!(archive = %archive.display(), loaded = %String::from_utf8_lossy(&out.stdout).trim(), "loaded images");
+        Ok(())
+    }
+
+    /// Everything that lives in the daemon besides its images and its own networks (`bridge`,
+    /// `host`, `none`): containers, volumes and networks, each as `kind name`. Empty once
+    /// whoever made them removed them all.
+    pub fn leftovers(&self) -> anyhow::Result<Vec<String>> {
+        let list = |args: &[&str]| -> anyhow::Result<Vec<String>> {
+            let out = self
+                .docker()
+                .args(args)
+                .output()
+                .with_context(|| format!("running docker {}", args.join(" ")))?;
+            if !out.status.success() {
+                bail!(
+                    "docker {} failed: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            Ok(String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect())
+        };
+        let mut left = Vec::new();
+        for name in list(&["ps", "-a", "--format", "{{.Names}}"])? {
+            left.push(format!("container {name}"));
+        }
+        for name in list(&["volume", "ls", "-q"])? {
+            left.push(format!("volume {name}"));
+        }
+        for name in list(&["network", "ls", "--format", "{{.Name}}"])? {
+            if !["bridge", "host", "none"].contains(&name.as_str()) {
+                left.push(format!("network {name}"));
+            }
+        }
+        Ok(left)
+    }
+
     /// Removes every container (and its volumes), stops the daemon, and removes its bridge and
     /// directory. Safe to call twice.
     pub fn stop(&self) {

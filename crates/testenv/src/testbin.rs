@@ -39,6 +39,28 @@ const TOOLS: &[Tool] = &[
         go_mod: include_str!("../../../hack/testbin/kubernetes/go.mod"),
         binaries: &["kube-apiserver", "kube-controller-manager"],
     },
+    // The node tools (`hack/testbin.sh`'s NODE_TOOLS), built for real nodes, not by `make
+    // testbin`: kubectl reads a workload cluster's Nodes.
+    Tool {
+        name: "kubernetes-node",
+        module: "k8s.io/kubernetes",
+        go_mod: include_str!("../../../hack/testbin/kubernetes/go.mod"),
+        binaries: &[
+            "kubelet",
+            "kubeadm",
+            "kubectl",
+            "kube-proxy",
+            "kube-scheduler",
+        ],
+    },
+    // The Docker provider of the docker modules' images (`modules/docker`), required under its
+    // old module path (see its wrapper's go.mod).
+    Tool {
+        name: "terraform-provider-docker",
+        module: "github.com/terraform-providers/terraform-provider-docker",
+        go_mod: include_str!("../../../hack/testbin/terraform-provider-docker/go.mod"),
+        binaries: &["terraform-provider-docker"],
+    },
     Tool {
         name: "kustomize",
         module: "sigs.k8s.io/kustomize/kustomize/v5",
@@ -102,6 +124,10 @@ const TOOLS: &[Tool] = &[
         binaries: &["tflint"],
     },
 ];
+
+/// The version the Docker provider reports to the runtime (`main.version` in its build flags in
+/// `hack/testbin.sh`): the version a provider mirror files it under.
+pub const DOCKER_PROVIDER_VERSION: &str = "4.6.0";
 
 /// The root directory of the test binaries.
 pub fn root() -> PathBuf {
@@ -326,6 +352,16 @@ mod tests {
             let v = version(tool.name).unwrap();
             assert!(v.starts_with('v'), "{}: {v}", tool.name);
         }
+    }
+
+    #[test]
+    fn the_docker_provider_version_is_the_one_its_build_stamps() {
+        let script = include_str!("../../../hack/testbin.sh");
+        let stamp = format!("-X main.version={DOCKER_PROVIDER_VERSION} ");
+        assert!(
+            script.contains(&stamp),
+            "hack/testbin.sh builds the Docker provider without {stamp:?}"
+        );
     }
 
     #[test]

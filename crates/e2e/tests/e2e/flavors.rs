@@ -1,8 +1,9 @@
 //! Every flavor under `templates/`, rendered by clusterctl, is accepted by the API server with
 //! Cluster API's and CAPTF's admission webhooks (a server-side dry run; ClusterClass noop itself is
 //! applied for real, since the ClusterClass flavor's Cluster must find it). This covers the
-//! MachinePool flavor too (brought up for real in the pools test). The libvirt flavor and its
-//! identity template are only dry-run (their modules need a libvirt host; docs/src/libvirt-host.md).
+//! MachinePool flavor too (brought up for real in the pools test). The libvirt and docker flavors
+//! and their identity templates are only dry-run here (their modules need a libvirt host or a
+//! Docker daemon; docs/src/libvirt-host.md, docs/src/development/real-nodes.md).
 
 use e2e::clusterctl::template;
 use e2e::quickstart;
@@ -43,5 +44,16 @@ async fn every_flavor_is_accepted_by_the_api_server_and_the_webhooks() -> anyhow
         libvirt.generate_cluster("dry", &template("cluster-template-libvirt.yaml"), &ns, 3, 2)?;
     let applied = kube.apply_yaml_with(&yaml, &ns, true).await?;
     assert!(!applied.is_empty(), "the libvirt flavor rendered nothing");
+    let docker = clusterctl
+        .clone()
+        .var("NAMESPACE", &ns)
+        .var("DOCKER_HOST", "tcp://10.244.0.1:23750");
+    let identity = docker.generate_yaml(&template("identity-docker.yaml"))?;
+    let applied = kube.apply_yaml_with(&identity, &ns, true).await?;
+    assert_eq!(applied.len(), 2, "identity-docker.yaml: {applied:?}");
+    let yaml =
+        docker.generate_cluster("dry", &template("cluster-template-docker.yaml"), &ns, 3, 2)?;
+    let applied = kube.apply_yaml_with(&yaml, &ns, true).await?;
+    assert!(!applied.is_empty(), "the docker flavor rendered nothing");
     Ok(())
 }
