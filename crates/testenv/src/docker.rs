@@ -17,7 +17,8 @@
 //! - Stopping it (drop, or the process's exit for a daemon in a static) removes its containers
 //!   and their volumes, stops it, and removes its bridge and directory. A test process that is
 //!   killed sends the daemon SIGTERM (parent-death signal), which stops its containers; the next
-//!   environment on the same subnet removes the bridge that is left.
+//!   environment on the same subnet removes the bridges that are left: its own, and those with an
+//!   address in its pool or its cluster network ([`remove_stale_bridges`]).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -52,6 +53,17 @@ pub fn bridge_gateway(index: u8) -> Ipv4Addr {
     Ipv4Addr::new(172, 29, index, 1)
 }
 
+/// The daemon's pool for networks created without a subnet: `172.28.N.0/24` (in /28s).
+pub fn address_pool(index: u8) -> String {
+    format!("172.28.{index}.0/24")
+}
+
+/// The subnet the environment's workload clusters take for their own network (the docker
+/// cluster module's `network_cidr`): `172.31.N.0/24`. One cluster at a time per environment.
+pub fn cluster_network(index: u8) -> String {
+    format!("172.31.{index}.0/24")
+}
+
 /// The bridge's fixed, locally administered MAC address (see [`crate::podnet`] on why a bridge
 /// needs one): `02:63:61:70:75:NN`.
 fn bridge_mac(index: u8) -> String {
@@ -66,7 +78,10 @@ fn daemon_args(dir: &Path, index: u8, tcp: Option<SocketAddr>) -> Vec<String> {
         format!("--pidfile={}", dir.join("docker.pid").display()),
         format!("--host=unix://{}", dir.join("docker.sock").display()),
         format!("--bridge={}", bridge_name(index)),
-        format!("--default-address-pool=base=172.28.{index}.0/24,size=28"),
+        format!(
+            "--default-address-pool=base={},size=28",
+            address_pool(index)
+        ),
         "--iptables=false".into(),
         "--ip-masq=false".into(),
         "--ip-forward=false".into(),
@@ -128,6 +143,19 @@ fn free_port_on(ip: Ipv4Addr) -> anyhow::Result<SocketAddr> {
     bail!("no free port on {ip}")
 }
 
+/// Removes the bridges with an address in `subnet`, a subnet that belongs to one environment
+/// (its index): before anything of this environment's uses it, every such bridge is what a dead
+/// environment's daemon left (a daemon killed with its test process stops its containers but
+/// leaves its networks' bridges, whose routes would shadow a new network's). Returns their names.
+pub fn remove_stale_bridges(subnet: &str) -> anyhow::Result<Vec<String>> {
+    let stale = crate::podnet::bridges_in(subnet)?;
+    for bridge in &stale {
+        warn!(%bridge, %subnet, "removing a bridge a dead environment left");
+        delete_bridge(bridge);
+    }
+    Ok(stale)
+}
+
 /// Creates the daemon's bridge, replacing one a dead environment left.
 fn make_bridge(index: u8) -> anyhow::Result<()> {
     let bridge = bridge_name(index);
@@ -160,6 +188,9 @@ impl DockerDaemon {
             None => None,
         };
         make_bridge(index)?;
+        for subnet in [address_pool(index), cluster_network(index)] {
+            remove_stale_bridges(&subnet)?;
+        }
         let log = std::fs::File::create(dir.join("dockerd.log"))?;
         let mut cmd = Command::new(DOCKERD);
         cmd.args(daemon_args(&dir, index, tcp))

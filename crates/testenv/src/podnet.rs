@@ -159,6 +159,39 @@ pub(crate) fn delete_bridge(name: &str) {
     }
 }
 
+/// The bridges of this host with an IPv4 address inside `subnet` (`a.b.c.d/len`).
+pub(crate) fn bridges_in(subnet: &str) -> anyhow::Result<Vec<String>> {
+    let listing = ip(&["-o", "-4", "addr", "show"])?;
+    Ok(interfaces_in(&listing, subnet)?
+        .into_iter()
+        .filter(|name| {
+            Path::new("/sys/class/net")
+                .join(name)
+                .join("bridge")
+                .is_dir()
+        })
+        .collect())
+}
+
+/// The interfaces of an `ip -o -4 addr show` listing with an address inside `subnet`.
+fn interfaces_in(listing: &str, subnet: &str) -> anyhow::Result<Vec<String>> {
+    let net = parse_cidr(subnet).with_context(|| format!("{subnet:?} is not an IPv4 CIDR"))?;
+    let mut found: Vec<String> = listing
+        .lines()
+        .filter_map(|line| {
+            // "5: br-1234    inet 172.31.0.1/24 brd 172.31.0.255 scope global br-1234 ..."
+            let mut words = line.split_whitespace();
+            let name = words.nth(1)?;
+            let addr = words.skip_while(|w| *w != "inet").nth(1)?;
+            let (a, _) = parse_cidr(addr)?;
+            overlaps((a, 32), net).then(|| name.to_owned())
+        })
+        .collect();
+    found.sort();
+    found.dedup();
+    Ok(found)
+}
+
 /// Parses `a.b.c.d[/len]` into its network and prefix length.
 fn parse_cidr(s: &str) -> Option<(u32, u32)> {
     let (addr, len) = s.split_once('/').unwrap_or((s, "32"));
@@ -388,6 +421,24 @@ async fn relay(listener: std::net::TcpListener, port: u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interfaces_in_a_subnet_are_read_from_an_ip_listing() {
+        let listing = "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever\n\
+4000: br-9b65906eb443    inet 172.31.0.1/24 brd 172.31.0.255 scope global br-9b65906eb443\\       valid_lft forever\n\
+4010: captfbr0    inet 10.244.0.1/24 scope global captfbr0\\       valid_lft forever\n\
+4013: br-28318c30d57e    inet 172.31.1.1/24 brd 172.31.1.255 scope global br-28318c30d57e\\       valid_lft forever\n";
+        assert_eq!(
+            interfaces_in(listing, "172.31.0.0/24").unwrap(),
+            vec!["br-9b65906eb443".to_owned()]
+        );
+        assert_eq!(
+            interfaces_in(listing, "172.31.0.0/16").unwrap(),
+            vec!["br-28318c30d57e".to_owned(), "br-9b65906eb443".to_owned()]
+        );
+        assert!(interfaces_in(listing, "172.28.0.0/24").unwrap().is_empty());
+        assert!(interfaces_in(listing, "not a cidr").is_err());
+    }
 
     #[test]
     fn each_bridge_has_a_locally_administered_address_of_its_own() {
