@@ -30,7 +30,7 @@ PLATFORMS ?= linux/amd64
 
 .PHONY: help quickstart e2e e2e-upgrade node-images node-check two-clones test lint fmt fmt-check clippy unit chaos fuzz bench scale crds docs-check testbin runner-static runner-static-dev \
 	static-binaries docker-build docker-push noop-images noop-images-push noop-registry-set manifests-release release-lint \
-	testenv-deps docker-modules-check pre-commit-tool mdbook-tool cross-deps static-dev-arm64 actionlint release-snapshot lint-image lint-image-push
+	testenv-deps docker-modules-check e2e-docker pre-commit-tool mdbook-tool cross-deps static-dev-arm64 actionlint release-snapshot lint-image lint-image-push
 
 help: ## List the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -67,6 +67,15 @@ e2e: testbin runner-static-dev ## Only the end-to-end suite (Cluster API's real 
 e2e-upgrade: testbin runner-static-dev testenv-deps ## The upgrade test: clusterctl upgrade from the previous release (hack/previous-release) to this checkout with clusters running (docs/src/upgrading.md).
 	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv --bins
 	CAPTF_CACHE='$(CAPTF_CACHE)' $(CARGO) test --locked -p captf-e2e --test upgrade -- --ignored --nocapture
+
+# Not in `make test`: the node images and the Docker provider are built from source the first
+# time (about 20 minutes of Go builds and image builds here), which the cold `.ci/run` cannot
+# afford beside its 60 minutes.
+e2e-docker: testbin runner-static-dev testenv-deps ## The end-to-end suite on real nodes: the docker flavor through Cluster API's real controllers, a control plane that initializes, a worker and a MachinePool that join, a MachineHealthCheck remediation, and a delete that leaves nothing (docs/src/development/real-nodes.md).
+	hack/testbin.sh terraform-provider-docker
+	IMAGE_SOURCE='$(IMAGE_SOURCE)' hack/node-image.sh build >/dev/null
+	$(CARGO) build --locked -q -p manager -p webhook -p captf-testenv --bins
+	$(CARGO) test --locked -p captf-e2e --test real_nodes -- --ignored --nocapture
 
 # Real workload nodes (issue 32; docs/src/development/real-nodes.md): the node image and the
 # control-plane images kubeadm runs, built from source and Debian's packages. Not part of

@@ -40,7 +40,7 @@ pub struct DockerFlavor {
     pub docker_host: String,
     /// `DOCKER_LOAD_BALANCER_HOST_IP`: the pod gateway.
     pub load_balancer_host_ip: Ipv4Addr,
-    /// `DOCKER_NETWORK_CIDR`: `172.31.N.0/24`, N the environment's pod subnet, so two
+    /// `DOCKER_NETWORK_CIDR`: the environment's [`testenv::docker::cluster_network`], so two
     /// environments' clusters never share a subnet on this host.
     pub network_cidr: String,
 }
@@ -144,7 +144,7 @@ impl DockerFlavor {
             images,
             docker_host,
             load_balancer_host_ip: env.pod_gateway()?,
-            network_cidr: format!("172.31.{index}.0/24"),
+            network_cidr: testenv::docker::cluster_network(index),
         })
     }
 
@@ -339,6 +339,8 @@ pub struct ClusterSpec {
     pub name: String,
     /// Worker Machines of the MachineDeployment (the control plane has one).
     pub workers: u32,
+    /// More clusterctl variables (a shorter MachineHealthCheck timeout, say).
+    pub vars: Vec<(String, String)>,
 }
 
 /// The docker flavor: identity, a cluster of one control-plane Machine and `spec.workers`
@@ -352,15 +354,44 @@ pub async fn run(
     progress: &Progress,
     keep: bool,
 ) -> anyhow::Result<Figures> {
-    let ClusterSpec {
-        ns,
-        identity,
-        name,
-        workers,
-    } = spec;
-    let (ns, identity, name, workers) = (ns.as_str(), identity.as_str(), name.as_str(), *workers);
+    let applied = apply(suite, flavor, kube, spec, progress).await?;
+    let mut figures = bring_up(kube, flavor, &applied, progress).await?;
+    if keep {
+        return Ok(figures);
+    }
+    figures.delete =
+        delete_and_check(suite, kube, &spec.ns, &spec.name, &applied.jobs, progress).await?;
+    Ok(figures)
+}
+
+/// A cluster of the docker flavor just applied.
+#[derive(Debug)]
+pub struct Applied {
+    pub ns: String,
+    pub name: String,
+    /// Machines it asks for: the control plane's and the workers.
+    pub machines: usize,
+    pub applied_at: Instant,
+    /// The namespace's Jobs from before the apply on.
+    pub jobs: JobLog,
+    /// Where the workload kubeconfig goes.
+    pub dir: PathBuf,
+}
+
+/// Applies `identity-docker.yaml` and the docker flavor as `spec` says.
+pub async fn apply(
+    suite: &Suite,
+    flavor: &DockerFlavor,
+    kube: &Kube,
+    spec: &ClusterSpec,
+    progress: &Progress,
+) -> anyhow::Result<Applied> {
+    let (ns, identity, name) = (spec.ns.as_str(), spec.identity.as_str(), spec.name.as_str());
     let dir = flavor_dir(suite.env);
-    let clusterctl = flavor.clusterctl(&dir, identity)?;
+    let mut clusterctl = flavor.clusterctl(&dir, identity)?;
+    for (k, v) in &spec.vars {
+        clusterctl = clusterctl.var(k, v);
+    }
     progress.step(&format!(
         "applying identity {identity} (templates/identity-docker.yaml, DOCKER_HOST={})",
         flavor.docker_host
@@ -371,52 +402,34 @@ pub async fn run(
         &clusterctl.template("cluster-template-docker.yaml"),
         ns,
         1,
-        workers,
+        spec.workers,
     )?;
     let jobs = JobLog::watch(kube, ns);
     let applied_at = Instant::now();
     kube.apply_yaml(&yaml, ns).await?;
     progress.step(&format!(
-        "applied the docker flavor (1 control-plane machine, {workers} worker(s); network {}, endpoint {}:6443)",
-        flavor.network_cidr, flavor.load_balancer_host_ip
+        "applied the docker flavor (1 control-plane machine, {} worker(s); network {}, endpoint {}:6443)",
+        spec.workers, flavor.network_cidr, flavor.load_balancer_host_ip
     ));
-    let machines = 1 + workers as usize;
-    let up = UpCluster {
-        ns,
-        name,
-        machines,
+    Ok(Applied {
+        ns: ns.to_owned(),
+        name: name.to_owned(),
+        machines: 1 + spec.workers as usize,
         applied_at,
-    };
-    let mut figures = bring_up(kube, flavor, &up, &dir, progress).await?;
-    if keep {
-        return Ok(figures);
-    }
-    figures.delete = delete_and_check(suite, kube, ns, name, &jobs, progress).await?;
-    Ok(figures)
-}
-
-/// A cluster just applied: where, how many Machines it asks for, and when it was applied.
-struct UpCluster<'a> {
-    ns: &'a str,
-    name: &'a str,
-    machines: usize,
-    applied_at: Instant,
+        jobs,
+        dir,
+    })
 }
 
 /// From the applied cluster to Ready Nodes; returns the figures, measured from the apply.
-async fn bring_up(
+pub async fn bring_up(
     kube: &Kube,
     flavor: &DockerFlavor,
-    up: &UpCluster<'_>,
-    dir: &Path,
+    up: &Applied,
     progress: &Progress,
 ) -> anyhow::Result<Figures> {
-    let UpCluster {
-        ns,
-        name,
-        machines,
-        applied_at: started,
-    } = *up;
+    let (ns, name, machines, started) =
+        (up.ns.as_str(), up.name.as_str(), up.machines, up.applied_at);
     let host = flavor.load_balancer_host_ip.to_string();
     wait_cluster_endpoint(kube, ns, name, &host).await?;
     let to_cluster_provisioned = started.elapsed();
@@ -430,7 +443,7 @@ async fn bring_up(
         "{machines} Machines Running, each with the Node its providerID names"
     ));
     progress.block(&objects_table(kube, ns).await?);
-    let kubeconfig = workload_kubeconfig(kube, ns, name, dir).await?;
+    let kubeconfig = workload_kubeconfig(kube, ns, name, &up.dir).await?;
     let workload = Kube::from_kubeconfig(&kubeconfig).await?;
     let nodes = wait_nodes_ready(&workload, &running).await?;
     let to_nodes_ready = started.elapsed();
@@ -455,7 +468,7 @@ async fn bring_up(
 
 /// `kubectl delete cluster`, then: every destroy Job ran, nothing of CAPTF's is left in `ns`,
 /// and nothing the modules made is left in the Docker daemon. Returns how long the delete took.
-async fn delete_and_check(
+pub async fn delete_and_check(
     suite: &Suite,
     kube: &Kube,
     ns: &str,
@@ -491,4 +504,187 @@ async fn delete_and_check(
         delete.as_secs_f64()
     ));
     Ok(delete)
+}
+
+/// A MachinePool of the docker flavor's cluster `cluster`, `<cluster>-mp-0` with `replicas`
+/// members on the docker machinepool module: the MachinePool, its KubeadmConfig (each member
+/// registers as its NoCloud instance, as the flavor's machines do) and its TerraformMachinePool.
+pub fn machine_pool_yaml(cluster: &str, ns: &str, image: &str, replicas: u32) -> String {
+    let version = crate::clusterctl::KUBERNETES_VERSION;
+    format!(
+        r"apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachinePool
+metadata:
+  name: {cluster}-mp-0
+  namespace: {ns}
+spec:
+  clusterName: {cluster}
+  replicas: {replicas}
+  template:
+    spec:
+      clusterName: {cluster}
+      version: {version}
+      bootstrap:
+        configRef:
+          apiGroup: bootstrap.cluster.x-k8s.io
+          kind: KubeadmConfig
+          name: {cluster}-mp-0
+      infrastructureRef:
+        apiGroup: infrastructure.cluster.x-k8s.io
+        kind: TerraformMachinePool
+        name: {cluster}-mp-0
+---
+apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfig
+metadata:
+  name: {cluster}-mp-0
+  namespace: {ns}
+spec:
+  joinConfiguration:
+    nodeRegistration:
+      name: '{{{{ ds.meta_data.local_hostname }}}}'
+      imagePullPolicy: IfNotPresent
+      ignorePreflightErrors:
+      - SystemVerification
+      kubeletExtraArgs:
+      - name: provider-id
+        value: docker:///{{{{ ds.meta_data.instance_id }}}}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: TerraformMachinePool
+metadata:
+  name: {cluster}-mp-0
+  namespace: {ns}
+  labels:
+    cluster.x-k8s.io/cluster-name: {cluster}
+spec:
+  source:
+    image: {image}
+"
+    )
+}
+
+/// Waits until the MachinePool is Running with `replicas` ready members, each a Node; returns
+/// it.
+pub async fn wait_machine_pool_running(
+    kube: &Kube,
+    ns: &str,
+    name: &str,
+    replicas: u32,
+) -> anyhow::Result<Value> {
+    kube.wait_for(
+        (CAPI, "MachinePool"),
+        ns,
+        name,
+        NODE_WAIT,
+        &format!("phase Running with {replicas} ready replicas and their Nodes"),
+        |o| {
+            o["status"]["phase"] == "Running"
+                && o["status"]["readyReplicas"] == replicas
+                && o["status"]["nodeRefs"]
+                    .as_array()
+                    .is_some_and(|r| r.len() == replicas as usize)
+        },
+    )
+    .await
+}
+
+/// The node container of a `docker:///<name>` providerID.
+pub fn container_of(provider_id: &str) -> anyhow::Result<&str> {
+    provider_id
+        .strip_prefix("docker:///")
+        .filter(|n| !n.is_empty() && !n.contains('/'))
+        .with_context(|| format!("{provider_id:?} is not a docker:///<container> providerID"))
+}
+
+/// Whether the daemon has a container named `name` (running or not).
+pub fn container_exists(env: &TestEnv, name: &str) -> anyhow::Result<bool> {
+    let out = env
+        .docker()?
+        .docker()
+        .args(["ps", "-a", "--filter", &format!("name=^{name}$"), "-q"])
+        .output()
+        .context("running docker ps")?;
+    ensure!(
+        out.status.success(),
+        "docker ps failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(!String::from_utf8_lossy(&out.stdout).trim().is_empty())
+}
+
+/// `docker stop <name>`: the node's machine goes away as a cloud's stopped instance does.
+pub fn stop_container(env: &TestEnv, name: &str) -> anyhow::Result<()> {
+    let out = env
+        .docker()?
+        .docker()
+        .args(["stop", "--time", "5", name])
+        .output()
+        .context("running docker stop")?;
+    ensure!(
+        out.status.success(),
+        "docker stop {name} failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
+}
+
+/// The machine's memory in use (`MemTotal - MemAvailable` of /proc/meminfo), in bytes.
+pub fn memory_in_use() -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
+    let field = |key: &str| -> anyhow::Result<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+            .with_context(|| format!("/proc/meminfo has no {key}"))
+    };
+    Ok(field("MemTotal:")?.saturating_sub(field("MemAvailable:")?))
+}
+
+/// The peak of the machine's memory in use above what it was when sampling started, sampled
+/// every second on a thread of its own until dropped: what a test and everything it started
+/// used at most (page cache aside), on a machine where nothing else runs.
+#[derive(Debug)]
+pub struct MemoryPeak {
+    baseline: u64,
+    peak: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl MemoryPeak {
+    pub fn start() -> anyhow::Result<MemoryPeak> {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let baseline = memory_in_use()?;
+        let peak = std::sync::Arc::new(AtomicU64::new(baseline));
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (p, s) = (peak.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                if let Ok(now) = memory_in_use() {
+                    p.fetch_max(now, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+        Ok(MemoryPeak {
+            baseline,
+            peak,
+            stop,
+        })
+    }
+
+    /// The peak so far above the baseline, in bytes.
+    pub fn above_baseline(&self) -> u64 {
+        self.peak
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .saturating_sub(self.baseline)
+    }
+}
+
+impl Drop for MemoryPeak {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }

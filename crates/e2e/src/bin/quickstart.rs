@@ -114,6 +114,7 @@ fn docker_flavor(
         identity: "docker-local".to_owned(),
         name: "my-cluster".to_owned(),
         workers: 1,
+        vars: Vec::new(),
     };
     let result = runtime.block_on(async {
         let kube = suite.kube().await?;
