@@ -5,7 +5,8 @@
 //!
 //! 1. KubeadmControlPlane initializes from the real control plane (no stand-in workload cluster):
 //!    its Machine's Node is Ready with the providerID CAPTF set;
-//! 2. the MachineDeployment's worker joins, its Node carrying the providerID CAPTF set;
+//! 2. the MachineDeployment's worker joins, its Node carrying the providerID CAPTF set, and a pod
+//!    on it reaches a pod on the control-plane node (the nodes' pod routes);
 //! 3. a MachinePool of two members on the docker machinepool module reaches Running with its
 //!    Nodes;
 //! 4. the worker's node container is stopped: its Node goes Unknown, the MachineHealthCheck
@@ -60,6 +61,7 @@ async fn a_cluster_of_real_nodes_initializes_joins_remediates_and_goes() -> anyh
     let workload = workload(&kube, &applied).await?;
     control_plane_initialized(&kube, &workload, &ns).await?;
     let worker = worker_joined(&kube, &workload, &ns).await?;
+    pods_reach_across_nodes(&workload, &worker).await?;
     machine_pool_running(&kube, &workload, &flavor, &ns, &progress).await?;
     worker_remediated(suite, &kube, &workload, &ns, &worker, &progress).await?;
     real_nodes::delete_and_check(suite, &kube, &ns, CLUSTER, &applied.jobs, &progress).await?;
@@ -200,6 +202,78 @@ async fn worker_joined(kube: &Kube, workload: &Kube, ns: &str) -> anyhow::Result
         name_of(&node)
     );
     Ok(machine)
+}
+
+/// Step 2, the pod network: a pod on the worker resolves a name through a CoreDNS pod on
+/// another node, by that pod's own address (not a Service), so the query crosses the nodes' pod
+/// routes (`captf-pod-routes`).
+async fn pods_reach_across_nodes(workload: &Kube, worker: &Value) -> anyhow::Result<()> {
+    let node = worker["status"]["nodeRef"]["name"]
+        .as_str()
+        .context("the worker has no nodeRef")?
+        .to_owned();
+    let dns = eventually(WAIT, "a Ready CoreDNS pod on another node", || async {
+        Ok(workload
+            .list("v1", "Pod", "kube-system", "k8s-app=kube-dns")
+            .await?
+            .into_iter()
+            .find(|p| p["spec"]["nodeName"] != node.as_str() && is_true(p, "Ready")))
+    })
+    .await?;
+    let dns_ip = dns["status"]["podIP"]
+        .as_str()
+        .context("the CoreDNS pod has no podIP")?;
+    let image = format!(
+        "registry.k8s.io/kube-proxy:{}",
+        e2e::clusterctl::KUBERNETES_VERSION
+    );
+    let pod = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "cross-node-lookup", "namespace": "default"},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "dnsPolicy": "None",
+            "dnsConfig": {"nameservers": [dns_ip], "searches": ["svc.cluster.local"]},
+            "containers": [{
+                "name": "lookup",
+                "image": image,
+                "imagePullPolicy": "Never",
+                "command": ["getent", "hosts", "kubernetes.default.svc.cluster.local"]
+            }]
+        }
+    });
+    workload.apply(&pod, "default").await?;
+    let done = workload
+        .wait_for(
+            ("v1", "Pod"),
+            "default",
+            "cross-node-lookup",
+            WAIT,
+            "phase Succeeded or Failed",
+            |p| p["status"]["phase"] == "Succeeded" || p["status"]["phase"] == "Failed",
+        )
+        .await?;
+    // The flavor's default POD_CIDR: the node's pod subnet comes from the cluster.
+    ensure!(
+        done["status"]["podIP"]
+            .as_str()
+            .is_some_and(|ip| ip.starts_with("192.168.")),
+        "the pod on {node} got {} outside the cluster's pod subnet 192.168.0.0/16",
+        done["status"]["podIP"]
+    );
+    ensure!(
+        done["status"]["phase"] == "Succeeded",
+        "a pod on {node} could not resolve through CoreDNS at {dns_ip} on {}: {}",
+        dns["spec"]["nodeName"],
+        done["status"]
+    );
+    println!(
+        "e2e figures: real nodes: a pod on {node} (podIP {}) resolved a name through CoreDNS at {dns_ip} on {}",
+        done["status"]["podIP"], dns["spec"]["nodeName"]
+    );
+    Ok(())
 }
 
 /// Step 3: a MachinePool of two members reaches Running, each member a Ready Node with one of
