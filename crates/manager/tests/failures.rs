@@ -522,8 +522,15 @@ async fn an_apply_past_its_deadline_is_job_deadline_exceeded() {
     let message = condition_message(&tc, "ApplyJobSucceeded");
     assert!(message.contains("activeDeadlineSeconds"), "{message}");
     assert_eq!(condition(&tc, "Ready").unwrap().0, "False");
-    let events = events_json(&client, &ns).await;
-    assert!(events.contains("JobDeadlineExceeded"), "{events}");
+    // The pass writes the status first and its events after it: the condition can be read a
+    // moment before the Warning event exists.
+    eventually(LONG, "the JobDeadlineExceeded event", || async {
+        events_json(&client, &ns)
+            .await
+            .contains("JobDeadlineExceeded")
+            .then_some(())
+    })
+    .await;
     let jobs = op_jobs(&jobs_of(&client, &ns, "slow").await, "apply");
     assert_eq!(jobs.len(), 1);
     let failed = jobs[0]
