@@ -139,12 +139,12 @@ impl DockerFlavor {
         let docker_host = daemon
             .pod_host()
             .context("the environment's Docker daemon does not listen on the pod gateway")?;
-        let index = env.pod_gateway()?.octets()[2];
+        let gateway = env.pod_gateway()?;
         Ok(DockerFlavor {
             images,
             docker_host,
-            load_balancer_host_ip: env.pod_gateway()?,
-            network_cidr: testenv::docker::cluster_network(index),
+            load_balancer_host_ip: gateway,
+            network_cidr: testenv::docker::cluster_network(gateway.octets()[2]),
         })
     }
 
@@ -599,33 +599,16 @@ pub fn container_of(provider_id: &str) -> anyhow::Result<&str> {
 
 /// Whether the daemon has a container named `name` (running or not).
 pub fn container_exists(env: &TestEnv, name: &str) -> anyhow::Result<bool> {
-    let out = env
+    let filter = format!("name=^{name}$");
+    let ids = env
         .docker()?
-        .docker()
-        .args(["ps", "-a", "--filter", &format!("name=^{name}$"), "-q"])
-        .output()
-        .context("running docker ps")?;
-    ensure!(
-        out.status.success(),
-        "docker ps failed: {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(!String::from_utf8_lossy(&out.stdout).trim().is_empty())
+        .run_docker(&["ps", "-a", "--filter", &filter, "-q"])?;
+    Ok(!ids.trim().is_empty())
 }
 
 /// `docker stop <name>`: the node's machine goes away as a cloud's stopped instance does.
 pub fn stop_container(env: &TestEnv, name: &str) -> anyhow::Result<()> {
-    let out = env
-        .docker()?
-        .docker()
-        .args(["stop", "--time", "5", name])
-        .output()
-        .context("running docker stop")?;
-    ensure!(
-        out.status.success(),
-        "docker stop {name} failed: {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
+    env.docker()?.run_docker(&["stop", "--time", "5", name])?;
     Ok(())
 }
 

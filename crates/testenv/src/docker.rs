@@ -277,24 +277,32 @@ impl DockerDaemon {
         cmd
     }
 
-    /// Loads a docker archive (`docker load -i`): the node and load balancer images of real
-    /// nodes (`hack/node-image.sh build`).
-    pub fn load(&self, archive: &Path) -> anyhow::Result<()> {
+    /// Runs `docker ARGS...` against this daemon; returns its standard output, or fails with its
+    /// error output.
+    pub fn run_docker(&self, args: &[&str]) -> anyhow::Result<String> {
         let out = self
             .docker()
-            .arg("load")
-            .arg("-i")
-            .arg(archive)
+            .args(args)
             .output()
-            .with_context(|| format!("running docker load -i {}", archive.display()))?;
+            .with_context(|| format!("running docker {}", args.join(" ")))?;
         if !out.status.success() {
             bail!(
-                "docker load -i {} failed: {}",
-                archive.display(),
+                "docker {} failed: {}",
+                args.join(" "),
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
-        info!(archive = %archive.display(), loaded = %String::from_utf8_lossy(&out.stdout).trim(), "loaded images");
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Loads a docker archive (`docker load -i`): the node and load balancer images of real
+    /// nodes (`hack/node-image.sh build`).
+    pub fn load(&self, archive: &Path) -> anyhow::Result<()> {
+        let path = archive
+            .to_str()
+            .with_context(|| format!("{} is not UTF-8", archive.display()))?;
+        let loaded = self.run_docker(&["load", "-i", path])?;
+        info!(archive = %archive.display(), loaded = %loaded.trim(), "loaded images");
         Ok(())
     }
 
@@ -303,19 +311,8 @@ impl DockerDaemon {
     /// whoever made them removed them all.
     pub fn leftovers(&self) -> anyhow::Result<Vec<String>> {
         let list = |args: &[&str]| -> anyhow::Result<Vec<String>> {
-            let out = self
-                .docker()
-                .args(args)
-                .output()
-                .with_context(|| format!("running docker {}", args.join(" ")))?;
-            if !out.status.success() {
-                bail!(
-                    "docker {} failed: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-            }
-            Ok(String::from_utf8_lossy(&out.stdout)
+            Ok(self
+                .run_docker(args)?
                 .lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
