@@ -136,12 +136,15 @@ bench: testbin testenv-deps ## Benchmarks against their peers (state reader vs g
 # webhook, a fresh environment per fleet. `make test` runs a short version (100 adopted machines).
 SCALE_ADOPTED ?= 100,300,1000
 SCALE_APPLIED ?= 100,300
+# Applied fleets on a manager whose drift interval (SCALE_DRIFT_INTERVAL) is inside the steady window.
+SCALE_DRIFT ?= 100
+SCALE_DRIFT_INTERVAL ?= 120s
 # Unrelated Secrets (and a fifth as many ConfigMaps) next to a small fleet: the cost of the
 # manager's watches on a busy management cluster. Empty or 0 runs none.
 SCALE_UNRELATED ?=
-scale: testbin runner-static-dev testenv-deps ## The scale harness: fleets of TerraformMachines adopted (SCALE_ADOPTED=100,300,1000) and applied (SCALE_APPLIED=100,300) on one manager next to Cluster API's core manager; memory, CPU, API requests by verb, time to Ready, queue latency, then one table. SCALE_UNRELATED=10000 adds the manager's memory and CPU with that many unrelated Secrets (and 2,000 ConfigMaps) in the cluster.
+scale: testbin runner-static-dev testenv-deps ## The scale harness: fleets of TerraformMachines adopted (SCALE_ADOPTED=100,300,1000) and applied (SCALE_APPLIED=100,300), and applied with drift checks in the steady window (SCALE_DRIFT=100) on one manager next to Cluster API's core manager; memory, CPU, API requests by verb, time to Ready, queue latency, then one table. SCALE_UNRELATED=10000 adds the manager's memory and CPU with that many unrelated Secrets (and 2,000 ConfigMaps) in the cluster.
 	$(CARGO) build --release --locked -p manager -p webhook -p captf-testenv -p captf-e2e --bins
-	CAPTF_SCALE_ADOPTED='$(SCALE_ADOPTED)' CAPTF_SCALE_APPLIED='$(SCALE_APPLIED)' CAPTF_SCALE_UNRELATED='$(SCALE_UNRELATED)' $(BIN_DIR)/release/scale
+	CAPTF_SCALE_ADOPTED='$(SCALE_ADOPTED)' CAPTF_SCALE_APPLIED='$(SCALE_APPLIED)' CAPTF_SCALE_DRIFT='$(SCALE_DRIFT)' CAPTF_SCALE_DRIFT_INTERVAL='$(SCALE_DRIFT_INTERVAL)' CAPTF_SCALE_UNRELATED='$(SCALE_UNRELATED)' $(BIN_DIR)/release/scale
 
 crds: ## Regenerate config/crd/bases and docs/src/reference/api.md from the API types.
 	$(CARGO) run --locked -q -p captf-api --bin crdgen -- .

@@ -56,6 +56,9 @@ pub(crate) const CREATE_CONCURRENCY: usize = 16;
 pub enum Mode {
     Adopted,
     Applied,
+    /// Applied, on a manager whose `--drift-default-interval` is shorter than the steady window,
+    /// so that the window holds each machine's drift check.
+    Drift,
 }
 
 impl Mode {
@@ -63,6 +66,7 @@ impl Mode {
         match self {
             Mode::Adopted => "adopted",
             Mode::Applied => "applied",
+            Mode::Drift => "drift",
         }
     }
 }
@@ -433,53 +437,109 @@ pub async fn wait_ready(
     }
 }
 
-/// The first moment each machine's first Job pod was seen started (`status.startTime` set),
-/// from a watch of the namespace's pods, by owner name.
-#[derive(Debug, Clone, Default)]
-pub struct PodStarts {
-    seen: Arc<Mutex<HashMap<String, Instant>>>,
+/// A step of a machine's bring-up, seen from outside by a watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Milestone {
+    /// Its first Job exists (the manager's share ends here).
+    JobCreated,
+    /// Its first Job pod has `status.startTime` (the last table's queue latency ends here).
+    PodStarted,
+    /// Its first Job pod is `Running` (the kubelet's share ends here).
+    PodRunning,
 }
 
-impl PodStarts {
-    /// Starts watching the namespace's runner pods.
-    pub fn watch(fleet: &Fleet) -> (PodStarts, tokio::task::JoinHandle<()>) {
+/// The first moment each machine reached each [`Milestone`], from watches of the namespace's
+/// Jobs and runner pods, by the owner-name label the manager puts on both.
+#[derive(Debug, Clone, Default)]
+pub struct Milestones {
+    seen: Seen,
+}
+
+impl Milestones {
+    /// Starts watching the namespace's Jobs and runner pods.
+    pub fn watch(fleet: &Fleet) -> (Milestones, [tokio::task::JoinHandle<()>; 2]) {
+        use k8s_openapi::api::batch::v1::Job;
         use k8s_openapi::api::core::v1::Pod;
-        let starts = PodStarts::default();
-        let seen = starts.seen.clone();
-        let pods: kube::Api<Pod> = kube::Api::namespaced(fleet.kube.client.clone(), &fleet.ns);
-        let task = tokio::spawn(async move {
+        let milestones = Milestones::default();
+        let jobs = milestones.watch_kind::<Job>(fleet, |_| vec![Milestone::JobCreated]);
+        let pods = milestones.watch_kind::<Pod>(fleet, |pod| {
+            let status = pod.status.as_ref();
+            let mut reached = Vec::new();
+            if status.is_some_and(|s| s.start_time.is_some()) {
+                reached.push(Milestone::PodStarted);
+            }
+            if status.and_then(|s| s.phase.as_deref()) == Some("Running") {
+                reached.push(Milestone::PodRunning);
+            }
+            reached
+        });
+        (milestones, [jobs, pods])
+    }
+
+    /// A watch of `K` in the fleet's namespace recording, per owner, the milestones `reached`
+    /// says an object shows, the first time each is seen.
+    fn watch_kind<K>(
+        &self,
+        fleet: &Fleet,
+        reached: fn(&K) -> Vec<Milestone>,
+    ) -> tokio::task::JoinHandle<()>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + 'static,
+        K::DynamicType: Default,
+    {
+        let seen = self.seen.clone();
+        let api: kube::Api<K> = kube::Api::namespaced(fleet.kube.client.clone(), &fleet.ns);
+        tokio::spawn(async move {
             let config = kube::runtime::watcher::Config::default()
                 .labels(api::constants::labels::OWNER_NAME);
-            let stream = kube::runtime::watcher(pods, config);
+            let stream = kube::runtime::watcher(api, config);
             let mut stream = std::pin::pin!(kube::runtime::WatchStreamExt::applied_objects(stream));
             while let Some(event) = stream.next().await {
-                let Ok(pod) = event else { continue };
-                let started = pod.status.as_ref().is_some_and(|s| s.start_time.is_some());
-                let owner = pod
-                    .metadata
+                let Ok(object) = event else { continue };
+                let Some(owner) = object
+                    .meta()
                     .labels
                     .as_ref()
                     .and_then(|l| l.get(api::constants::labels::OWNER_NAME))
-                    .cloned();
-                if let (true, Some(owner)) = (started, owner) {
-                    let mut seen = seen
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    seen.entry(owner).or_insert_with(Instant::now);
+                    .cloned()
+                else {
+                    continue;
+                };
+                let now = Instant::now();
+                for milestone in reached(&object) {
+                    record(&seen, &owner, milestone, now);
                 }
             }
-        });
-        (starts, task)
+        })
     }
 
-    /// When machine `name`'s first Job pod was seen started.
-    pub fn of(&self, name: &str) -> Option<Instant> {
+    /// Records that machine `name` reached `milestone` at `at`, unless it did earlier.
+    pub fn reached(&self, name: &str, milestone: Milestone, at: Instant) {
+        record(&self.seen, name, milestone, at);
+    }
+
+    /// When machine `name` first reached `milestone`.
+    pub fn of(&self, name: &str, milestone: Milestone) -> Option<Instant> {
         self.seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(name)
+            .get(&(name.to_owned(), milestone))
             .copied()
     }
+}
+
+type Seen = Arc<Mutex<HashMap<(String, Milestone), Instant>>>;
+
+fn record(seen: &Seen, name: &str, milestone: Milestone, at: Instant) {
+    seen.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry((name.to_owned(), milestone))
+        .or_insert(at);
 }
 
 /// A process's memory and CPU, from `/proc/<pid>`.

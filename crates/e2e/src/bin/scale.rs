@@ -4,6 +4,9 @@
 //!
 //! - `CAPTF_SCALE_ADOPTED` (default `100,300,1000`) and `CAPTF_SCALE_APPLIED` (default
 //!   `100,300`): the fleet sizes of each mode; empty runs none.
+//! - `CAPTF_SCALE_DRIFT` (default `100`): fleet sizes applied on a manager whose
+//!   `--drift-default-interval` is `CAPTF_SCALE_DRIFT_INTERVAL` (default `120s`), inside the
+//!   steady window, so that the window holds the machines' drift checks; empty runs none.
 //! - `CAPTF_SCALE_SYNC_PERIOD` (default `60s`): the manager's `--sync-period`, shortened so that
 //!   the steady window holds resyncs.
 //! - `CAPTF_SCALE_STEADY_SECS` (default 150) and `CAPTF_SCALE_SETTLE_SECS` (default 30).
@@ -48,13 +51,12 @@ fn secs(var: &str, default: u64) -> anyhow::Result<Duration> {
 /// environment is dropped (stopped) afterwards.
 fn in_env<T>(
     name: &str,
-    sync_period: &str,
+    flags: &[String],
     body: impl AsyncFnOnce(&TestEnv, &Captf, &Images) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     let env = TestEnv::start_new(name, true)?;
     env.registry()?;
     env.kubelet()?;
-    let flags = vec![format!("--sync-period={sync_period}")];
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -62,15 +64,24 @@ fn in_env<T>(
     runtime.block_on(async {
         let images = e2e::suite::push_images(&env).await?;
         let admin = Kube::new(env.client().await?);
-        let captf = Captf::start_with(&env, &admin, &images.runner, &flags).await?;
+        let captf = Captf::start_with(&env, &admin, &images.runner, flags).await?;
         body(&env, &captf, &images).await
     })
 }
 
+/// The manager's flags: `--sync-period`, and for a drift run `--drift-default-interval`.
+fn flags(mode: Mode, sync_period: &str, drift_interval: &str) -> Vec<String> {
+    let mut flags = vec![format!("--sync-period={sync_period}")];
+    if mode == Mode::Drift {
+        flags.push(format!("--drift-default-interval={drift_interval}"));
+    }
+    flags
+}
+
 /// One run in an environment of its own.
-fn one(plan: Plan, sync_period: &str) -> anyhow::Result<Row> {
+fn one(plan: Plan, flags: &[String]) -> anyhow::Result<Row> {
     let name = format!("scale-{}-{}", plan.mode.name(), plan.n);
-    in_env(&name, sync_period, async |env, captf, images| {
+    in_env(&name, flags, async |env, captf, images| {
         let row = run::run(env, captf, images, plan).await?;
         println!("{}", run::detail(&row));
         Ok(row)
@@ -98,7 +109,8 @@ fn unrelated_run(sync_period: &str, steady: Duration) -> anyhow::Result<Option<S
         plan.config_maps()
     );
     let name = format!("scale-unrelated-{secrets}");
-    let row = in_env(&name, sync_period, async |env, captf, images| {
+    let flags = flags(Mode::Adopted, sync_period, "");
+    let row = in_env(&name, &flags, async |env, captf, images| {
         unrelated::run(env, captf, images, plan).await
     })?;
     Ok(Some(format!(
@@ -110,6 +122,8 @@ fn unrelated_run(sync_period: &str, steady: Duration) -> anyhow::Result<Option<S
 
 fn main() -> ExitCode {
     let sync_period = std::env::var("CAPTF_SCALE_SYNC_PERIOD").unwrap_or_else(|_| "60s".to_owned());
+    let drift_interval =
+        std::env::var("CAPTF_SCALE_DRIFT_INTERVAL").unwrap_or_else(|_| "120s".to_owned());
     let result = (|| -> anyhow::Result<(Vec<Row>, Option<String>)> {
         let (settle, steady) = (
             secs("CAPTF_SCALE_SETTLE_SECS", 30)?,
@@ -119,6 +133,7 @@ fn main() -> ExitCode {
         for (mode, var, default) in [
             (Mode::Adopted, "CAPTF_SCALE_ADOPTED", "100,300,1000"),
             (Mode::Applied, "CAPTF_SCALE_APPLIED", "100,300"),
+            (Mode::Drift, "CAPTF_SCALE_DRIFT", "100"),
         ] {
             for n in sizes(var, default)? {
                 plans.push(Plan {
@@ -132,7 +147,7 @@ fn main() -> ExitCode {
         let mut rows = Vec::new();
         for plan in plans {
             println!("scale: {} N={} ...", plan.mode.name(), plan.n);
-            let row = one(plan, &sync_period)?;
+            let row = one(plan, &flags(plan.mode, &sync_period, &drift_interval))?;
             println!("{}", run::table(std::slice::from_ref(&row)));
             rows.push(row);
         }
@@ -143,7 +158,8 @@ fn main() -> ExitCode {
         Ok((rows, unrelated)) => {
             if !rows.is_empty() {
                 println!(
-                    "\nscale table (manager --sync-period {sync_period}):\n{}",
+                    "\nscale table (manager --sync-period {sync_period}; drift runs \
+                     --drift-default-interval {drift_interval}):\n{}",
                     run::table(&rows)
                 );
             }

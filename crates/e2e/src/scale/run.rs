@@ -1,14 +1,15 @@
 //! One run of the scale harness: a fleet brought up (adopted or applied) under a running manager,
 //! then a steady window, each measured (see [`super`]); and the table of runs.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use testenv::TestEnv;
 
 use super::{
-    Fleet, Mode, PodStarts, ProcStats, Traffic, create_fleet, identity, is_capi_core, is_manager,
-    now_micros, quantile, reconcile_passes, seed, set_paused, wait_ready,
+    Fleet, Milestone, Milestones, Mode, ProcStats, Traffic, create_fleet, identity, is_capi_core,
+    is_manager, now_micros, quantile, reconcile_passes, seed, set_paused, wait_ready,
 };
 use crate::kube_ops::{INFRA, Kube, condition};
 use crate::product::{Captf, http_get};
@@ -55,12 +56,53 @@ pub struct Row {
     pub capi_steady: Traffic,
     pub manager: ProcFigures,
     pub capi: Option<ProcFigures>,
-    /// Creation to the first Job pod's start, per machine that ran a Job, in seconds.
-    pub queue_latencies: Vec<f64>,
+    /// Each machine's bring-up, split at the steps a watch sees.
+    pub latencies: Latencies,
     /// Jobs in the fleet's namespace at the end (the cluster's and the seed's included).
     pub jobs: usize,
     /// The events of the fleet's namespace at the end, by `kind reason`, counting repeats.
-    pub events: std::collections::BTreeMap<String, u64>,
+    pub events: BTreeMap<String, u64>,
+}
+
+/// Per machine that ran a Job, in seconds: the spans of its bring-up.
+#[derive(Debug, Clone, Default)]
+pub struct Latencies {
+    /// Created (the create's answer) to its first Job pod's `status.startTime`: the queue latency
+    /// of the last table, measured the same way.
+    pub queue: Vec<f64>,
+    /// Created to its first Job seen: the manager's share.
+    pub manager: Vec<f64>,
+    /// Its first Job seen to the Job's pod `Running`: the kubelet's share (scheduling, the
+    /// process kubelet, the image).
+    pub kubelet: Vec<f64>,
+    /// The pod `Running` to the TerraformMachine `Ready=True` (polled every second): OpenTofu's
+    /// run and the manager's passes after it.
+    pub to_ready: Vec<f64>,
+}
+
+impl Latencies {
+    /// The spans of every machine in `created` that reached each end of a span.
+    pub fn of(
+        created: &BTreeMap<String, Instant>,
+        seen: &Milestones,
+        ready: &BTreeMap<String, Instant>,
+    ) -> Latencies {
+        let span = |from: Option<Instant>, to: Option<Instant>| {
+            Some(to?.saturating_duration_since(from?).as_secs_f64())
+        };
+        let mut out = Latencies::default();
+        for (name, at) in created {
+            let at = Some(*at);
+            let job = seen.of(name, Milestone::JobCreated);
+            let running = seen.of(name, Milestone::PodRunning);
+            out.queue
+                .extend(span(at, seen.of(name, Milestone::PodStarted)));
+            out.manager.extend(span(at, job));
+            out.kubelet.extend(span(job, running));
+            out.to_ready.extend(span(running, ready.get(name).copied()));
+        }
+        out
+    }
 }
 
 /// The manager's and Cluster API's core manager's figures now.
@@ -97,14 +139,25 @@ async fn wait_paused(fleet: &Fleet) -> anyhow::Result<()> {
         .map(|_| ())
 }
 
-/// The fleet brought up: returns when every machine is Ready, with the moment the bring-up
-/// started (for the Ready time), the fleet's first create (for the traffic window: an adopted
-/// fleet's seed and cluster are before it) and each machine's creation.
+/// When a fleet's bring-up happened.
+pub(super) struct BroughtUp {
+    /// The bring-up's start (for the Ready time).
+    pub started: Instant,
+    /// The fleet's first create (for the traffic window: an adopted fleet's seed and cluster are
+    /// before it).
+    pub first_create: i64,
+    /// Each machine's creation.
+    pub created: BTreeMap<String, Instant>,
+    /// When each machine was first seen Ready.
+    pub ready: BTreeMap<String, Instant>,
+}
+
+/// The fleet brought up: returns when every machine is Ready.
 pub(super) async fn bring_up(
     fleet: &Fleet,
     plan: &Plan,
     names: &[String],
-) -> anyhow::Result<(Instant, i64, std::collections::BTreeMap<String, Instant>)> {
+) -> anyhow::Result<BroughtUp> {
     let (started, first_create, created) = match plan.mode {
         Mode::Adopted => {
             let seed = seed(fleet).await?;
@@ -115,7 +168,7 @@ pub(super) async fn bring_up(
             set_paused(fleet, false).await?;
             (Instant::now(), first_create, created)
         }
-        Mode::Applied => {
+        Mode::Applied | Mode::Drift => {
             let (started, first_create) = (Instant::now(), now_micros());
             (
                 started,
@@ -125,8 +178,13 @@ pub(super) async fn bring_up(
         }
     };
     let total = names.len() + usize::from(plan.mode == Mode::Adopted);
-    wait_ready(fleet, total, Duration::from_secs(1800)).await?;
-    Ok((started, first_create, created))
+    let ready = wait_ready(fleet, total, Duration::from_secs(1800)).await?;
+    Ok(BroughtUp {
+        started,
+        first_create,
+        created,
+        ready,
+    })
 }
 
 /// A fresh namespace of `env` with its identity and its Cluster and TerraformCluster (a real
@@ -150,18 +208,15 @@ pub async fn run(env: &TestEnv, captf: &Captf, images: &Images, plan: Plan) -> a
     let fleet = new_fleet(env, images).await?;
     let ns = fleet.ns.clone();
     let names: Vec<String> = (0..plan.n).map(|i| format!("m-{i:04}")).collect();
-    let (pods, watch) = PodStarts::watch(&fleet);
+    let (seen, watches) = Milestones::watch(&fleet);
     let passes_before = passes(captf);
-    let (started, first_create, created) = bring_up(&fleet, &plan, &names).await?;
-    let ready = started.elapsed();
+    let up = bring_up(&fleet, &plan, &names).await?;
+    let ready = up.started.elapsed();
+    let first_create = up.first_create;
     let bringup_end = now_micros();
     let bringup_passes = passes(captf) - passes_before;
-    watch.abort();
-    let queue_latencies = names
-        .iter()
-        .filter_map(|n| Some(pods.of(n)?.saturating_duration_since(*created.get(n)?)))
-        .map(|d| d.as_secs_f64())
-        .collect();
+    watches.iter().for_each(tokio::task::JoinHandle::abort);
+    let latencies = Latencies::of(&up.created, &seen, &up.ready);
 
     tokio::time::sleep(plan.settle).await;
     let (m0, c0) = procs(captf, env)?;
@@ -174,7 +229,7 @@ pub async fn run(env: &TestEnv, captf: &Captf, images: &Images, plan: Plan) -> a
 
     let audit = testenv::audit::read(&env.endpoints().dir)?;
     let jobs = fleet.kube.list("batch/v1", "Job", &ns, "").await?.len();
-    let mut events = std::collections::BTreeMap::new();
+    let mut events = BTreeMap::new();
     for e in fleet
         .kube
         .list("events.k8s.io/v1", "Event", &ns, "")
@@ -212,10 +267,22 @@ pub async fn run(env: &TestEnv, captf: &Captf, images: &Images, plan: Plan) -> a
             steady_rss: c1.rss,
             steady_cpu_per_min: cpu_per_min(c0.cpu_seconds, c1.cpu_seconds),
         }),
-        queue_latencies,
+        latencies,
         jobs,
         events,
     })
+}
+
+impl Row {
+    /// The Jobs the manager created in the fleet's namespace over the steady window: drift
+    /// checks, when the run's drift interval is inside the window.
+    pub fn steady_jobs(&self) -> u64 {
+        self.steady_ns
+            .by_resource
+            .get("create jobs")
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 /// Checks what a run cannot get wrong by noise: an adopted fleet started no Job of its own, and
@@ -258,6 +325,9 @@ pub fn table(rows: &[Row]) -> String {
         "bring-up requests / machine",
         "passes / machine",
         "queue p50 / p99 (s)",
+        "create → Job p50 / p99 (s)",
+        "Job → pod running p50 / p99 (s)",
+        "pod running → Ready p50 / p99 (s)",
         "peak RSS (MiB)",
         "steady RSS (MiB)",
         "Cluster API core RSS (MiB)",
@@ -267,6 +337,8 @@ pub fn table(rows: &[Row]) -> String {
         "steady writes/min",
         "object GETs",
         "Cluster API core steady requests/min",
+        "steady Jobs (drift checks)",
+        "steady requests / drift check",
     ];
     let mut out = format!(
         "| {} |\n|{}\n",
@@ -275,7 +347,10 @@ pub fn table(rows: &[Row]) -> String {
     );
     for r in rows {
         let n = r.plan.n.max(1) as f64;
-        let q = |p| quantile(&r.queue_latencies, p).map_or("-".to_owned(), |v| format!("{v:.1}"));
+        let q = |v: &[f64]| {
+            let at = |p| quantile(v, p).map_or("-".to_owned(), |x| format!("{x:.1}"));
+            format!("{} / {}", at(0.5), at(0.99))
+        };
         let capi_rss = r.capi.map_or("-".to_owned(), |c| mib(c.steady_rss));
         let ratio = r.capi.map_or("-".to_owned(), |c| {
             format!(
@@ -288,7 +363,10 @@ pub fn table(rows: &[Row]) -> String {
             format!("{:.1}", r.ready.as_secs_f64()),
             format!("{:.1}", r.bringup.total as f64 / n),
             format!("{:.2}", r.bringup_passes / n),
-            format!("{} / {}", q(0.5), q(0.99)),
+            q(&r.latencies.queue),
+            q(&r.latencies.manager),
+            q(&r.latencies.kubelet),
+            q(&r.latencies.to_ready),
             mib(r.manager.peak_rss),
             mib(r.manager.steady_rss),
             capi_rss,
@@ -298,6 +376,11 @@ pub fn table(rows: &[Row]) -> String {
             per_min(r.steady.writes, r.steady_window),
             r.steady_ns.object_gets.to_string(),
             per_min(r.capi_steady.total, r.steady_window),
+            r.steady_jobs().to_string(),
+            match r.steady_jobs() {
+                0 => "-".to_owned(),
+                jobs => format!("{:.1}", r.steady_ns.total as f64 / jobs as f64),
+            },
         ];
         out.push_str("| ");
         out.push_str(&cells.join(" | "));
@@ -331,4 +414,33 @@ pub fn detail(r: &Row) -> String {
             .collect::<Vec<_>>()
             .join(", "),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latencies_split_each_machine_at_the_steps_it_reached() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let created = BTreeMap::from([
+            ("a".to_owned(), at(0)),
+            ("b".to_owned(), at(100)),
+            ("c".to_owned(), at(200)),
+        ]);
+        let seen = Milestones::default();
+        seen.reached("a", Milestone::JobCreated, at(500));
+        seen.reached("a", Milestone::JobCreated, at(900)); // a later sighting changes nothing
+        seen.reached("a", Milestone::PodStarted, at(1_500));
+        seen.reached("a", Milestone::PodRunning, at(2_000));
+        seen.reached("b", Milestone::JobCreated, at(1_100));
+        let ready = BTreeMap::from([("a".to_owned(), at(6_000)), ("b".to_owned(), at(9_000))]);
+
+        let l = Latencies::of(&created, &seen, &ready);
+        assert_eq!(l.queue, vec![1.5]);
+        assert_eq!(l.manager, vec![0.5, 1.0]);
+        assert_eq!(l.kubelet, vec![1.5]);
+        assert_eq!(l.to_ready, vec![4.0]);
+    }
 }
