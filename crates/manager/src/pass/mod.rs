@@ -64,6 +64,11 @@ pub struct Pass<'a> {
     /// The object's generation as this pass last saw or wrote it: the status it reports observed
     /// this one (a spec this pass wrote, such as `providerID`, included).
     pub generation: Option<i64>,
+    /// The clusterctl move block was cleared by an earlier write of this pass (with the spec).
+    pub move_block_cleared: bool,
+    /// The state Secrets as this pass's adoption listed and wrote them: the backup after it
+    /// copies these instead of listing them again.
+    pub state_adopted: Option<Vec<k8s_openapi::api::core::v1::Secret>>,
 }
 
 impl<'a> Pass<'a> {
@@ -92,6 +97,8 @@ impl<'a> Pass<'a> {
             announced: Outbox::default(),
             rv: target.meta().resource_version.clone(),
             generation: target.meta().generation,
+            move_block_cleared: false,
+            state_adopted: None,
         }
     }
 

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::runtime::kubeutil::{get_opt, is_conflict};
 
@@ -143,11 +144,36 @@ pub fn lease_labels(
     ])
 }
 
+/// How many times a lease write is tried: the first from the cache, the others after a GET.
+const TRIES: usize = 4;
+
+/// Lease `name` of `ns` as the cache shows it.
+fn cached(cache: &Store<Lease>, ns: &str, name: &str) -> Option<Lease> {
+    cache
+        .get(&ObjectRef::new(name).within(ns))
+        .map(|l| Lease::clone(&l))
+}
+
+fn holder_of(lease: &Lease) -> Option<&str> {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref())
+}
+
 /// Takes the lease `name` for Job `job`: created when missing, taken over when its holder Job is
 /// gone or finished, kept when this Job already holds it.
+///
+/// The first try trusts the cache (`cache`) only where a write checks it: a lease it does not
+/// show is created (refused with a conflict when it exists), one it shows free or held by `job`
+/// is replaced under the cached resourceVersion (refused with a conflict when the lease changed).
+/// A refused write, and a lease the cache shows held by another Job, are read from the API server
+/// and tried again: no decision that a lease is held rests on the cache.
+#[allow(clippy::too_many_arguments)]
 pub async fn take(
     client: &kube::Client,
     clock: &LeaseClock,
+    cache: &Store<Lease>,
     ns: &str,
     name: &str,
     job: &str,
@@ -166,8 +192,14 @@ pub async fn take(
         acquire_time: Some(MicroTime(now)),
         ..LeaseSpec::default()
     };
-    for _ in 0..3 {
-        match get_opt(&api, name).await? {
+    let mut from_cache = Some(cached(cache, ns, name));
+    for _ in 0..TRIES {
+        let trusted = from_cache.is_none();
+        let found = match from_cache.take() {
+            Some(lease) => lease,
+            None => get_opt(&api, name).await?,
+        };
+        match found {
             None => {
                 let lease = Lease {
                     metadata: ObjectMeta {
@@ -196,6 +228,9 @@ pub async fn take(
                     .unwrap_or_default();
                 // Held by this very Job (a pass that waits renews it) or free to take.
                 if holder != job && holder_held(&jobs, clock, &lease).await? {
+                    if !trusted {
+                        continue;
+                    }
                     return Ok(Take::HeldBy(holder));
                 }
                 lease.spec = Some(spec.clone());
@@ -215,18 +250,30 @@ pub async fn take(
     Ok(Take::HeldBy("another reconcile".to_owned()))
 }
 
-/// Gives the lease `name` back when `job` holds it.
-pub async fn give_back(client: &kube::Client, ns: &str, name: &str, job: &str) -> kube::Result<()> {
+/// Gives the lease `name` back when `job` holds it. The first try uses the cache (`cache`) when it
+/// shows `job` holding the lease: the write, under the cached resourceVersion, is refused with a
+/// conflict when the lease changed since. Otherwise, and after a conflict, the lease is read from
+/// the API server (a lease taken in this very pass is not in the cache yet).
+pub async fn give_back(
+    client: &kube::Client,
+    cache: &Store<Lease>,
+    ns: &str,
+    name: &str,
+    job: &str,
+) -> kube::Result<()> {
     let api: Api<Lease> = Api::namespaced(client.clone(), ns);
-    for _ in 0..3 {
-        let Some(mut lease) = get_opt(&api, name).await? else {
+    let mut from_cache = cached(cache, ns, name)
+        .filter(|l| holder_of(l) == Some(job))
+        .map(Some);
+    for _ in 0..TRIES {
+        let found = match from_cache.take() {
+            Some(lease) => lease,
+            None => get_opt(&api, name).await?,
+        };
+        let Some(mut lease) = found else {
             return Ok(());
         };
-        let holder = lease
-            .spec
-            .as_ref()
-            .and_then(|s| s.holder_identity.as_deref());
-        if holder != Some(job) {
+        if holder_of(&lease) != Some(job) {
             return Ok(());
         }
         if let Some(spec) = lease.spec.as_mut() {

@@ -265,15 +265,20 @@ pub struct Source<'a> {
 }
 
 /// Copies the state Secrets of `source.take.serial` into a backup set (Act), unless the state
-/// changed since it was read.
+/// changed since it was read. `listed` are the state Secrets as this pass last listed them (its
+/// adoption's), else they are listed here.
 pub async fn take(
     client: &kube::Client,
     own: &OwnWrites,
     ns: &str,
     suffix: &str,
     source: Source<'_>,
+    listed: Option<Vec<Secret>>,
 ) -> kube::Result<Taken> {
-    let secrets = state::list_state_secrets(client, ns, suffix).await?;
+    let secrets = match listed {
+        Some(secrets) => secrets,
+        None => state::list_state_secrets(client, ns, suffix).await?,
+    };
     // The copy is of exactly the state read: a state written since is backed up next pass.
     let same = match state::read(suffix, &secrets) {
         state::StateReading::Read(s) => {

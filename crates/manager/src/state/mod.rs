@@ -182,13 +182,15 @@ fn to_state_secret(s: &Secret) -> StateSecret {
 }
 
 /// What adopting the state did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Adopted {
     /// The version ([`StateView::version`]'s spelling) of the state Secrets after the adoption.
     pub version: String,
     /// Whether anything was written (a pass that adopted already, and whose status write did not
     /// land, finds nothing to write).
     pub changed: bool,
+    /// The state Secrets after the adoption: as listed, or as the adoption's patch returned them.
+    pub secrets: Vec<Secret>,
 }
 
 /// After a successful apply or restore: every chunk Secret gets an owner reference to the object,
@@ -204,7 +206,7 @@ pub async fn adopt(
 ) -> kube::Result<Adopted> {
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let base = state_secret_name(suffix);
-    let mut metas: Vec<ObjectMeta> = Vec::new();
+    let mut after: Vec<Secret> = Vec::new();
     let mut changed = false;
     for secret in list_state_secrets(client, ns, suffix).await? {
         let name = secret.metadata.name.clone().unwrap_or_default();
@@ -217,7 +219,7 @@ pub async fn adopt(
             .and_then(|a| a.get(annotations::INPUTS_HASH))
             .is_some_and(|h| h == inputs_hash);
         if owned && (name != base || recorded) {
-            metas.push(secret.metadata);
+            after.push(secret);
             continue;
         }
         if !owned {
@@ -236,15 +238,16 @@ pub async fn adopt(
         match own_writes.write("Secret", ns, &name, write).await {
             Ok(written) => {
                 changed = true;
-                metas.push(written.metadata);
+                after.push(written);
             }
             Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e),
         }
     }
     Ok(Adopted {
-        version: version_of(metas.iter()),
+        version: version_of(after.iter().map(|s| &s.metadata)),
         changed,
+        secrets: after,
     })
 }
 

@@ -165,6 +165,7 @@ async fn carry_out(p: &mut Pass<'_>, o: &mut Observation, acted: &mut Acted) -> 
     if o.active.is_none()
         && acted.started.is_none()
         && p.target.annotation(annotations::BLOCK_MOVE).is_some()
+        && !p.move_block_cleared
     {
         set_block_move(p, false).await?;
     }

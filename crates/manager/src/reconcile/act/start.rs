@@ -322,7 +322,7 @@ async fn take_leases(
         .await?
         .is_some()
     {
-        leases::give_back(client, ns, &run_lease_name(&p.suffix), job_name).await?;
+        give_back_run_lease(p, job_name).await?;
         return Ok(Some(WaitReason::ClusterOperation { operation: op }));
     }
     Ok(None)
@@ -340,6 +340,7 @@ async fn take_run_lease(
     match leases::take(
         &p.ctx.client,
         &p.ctx.caches.lease_clock,
+        &p.ctx.caches.leases,
         &p.ns,
         &run_lease,
         job_name,
@@ -369,6 +370,7 @@ async fn take_cluster_lease(
     if let Take::HeldBy(holder) = leases::take(
         client,
         &p.ctx.caches.lease_clock,
+        &p.ctx.caches.leases,
         ns,
         &cluster_lease,
         job_name,
@@ -377,7 +379,7 @@ async fn take_cluster_lease(
     )
     .await?
     {
-        leases::give_back(client, ns, &run_lease_name(&p.suffix), job_name).await?;
+        give_back_run_lease(p, job_name).await?;
         return Ok(Some(WaitReason::RunLease {
             operation: op,
             job: holder,
@@ -437,12 +439,25 @@ async fn lock(
 
 /// The run lease (and a cluster's write lease) taken for `job_name`, given back unused.
 async fn give_back_leases(p: &Pass<'_>, cluster_name: &str, job_name: &str) -> Result<(), Error> {
-    let client = &p.ctx.client;
-    leases::give_back(client, &p.ns, &run_lease_name(&p.suffix), job_name).await?;
+    give_back_run_lease(p, job_name).await?;
     if p.kind == ObjectKind::Cluster && !cluster_name.is_empty() {
         let lease = cluster_lease_name(&p.ns, cluster_name);
-        leases::give_back(client, &p.ns, &lease, job_name).await?;
+        leases::give_back(&p.ctx.client, &p.ctx.caches.leases, &p.ns, &lease, job_name).await?;
     }
+    Ok(())
+}
+
+/// The object's run lease, taken for `job_name`, given back.
+async fn give_back_run_lease(p: &Pass<'_>, job_name: &str) -> Result<(), Error> {
+    let (client, leases_cache) = (&p.ctx.client, &p.ctx.caches.leases);
+    leases::give_back(
+        client,
+        leases_cache,
+        &p.ns,
+        &run_lease_name(&p.suffix),
+        job_name,
+    )
+    .await?;
     Ok(())
 }
 

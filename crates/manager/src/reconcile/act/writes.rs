@@ -22,6 +22,7 @@ use crate::kinds::pool;
 use crate::kinds::remediation;
 use crate::pass::status::Fact;
 use crate::pass::{Error, Pass};
+use crate::reconcile::decide::Decision;
 use crate::reconcile::observe::Observation;
 use crate::reconcile::plan::{Consumed, Write};
 use crate::runtime::kubeutil::delete_opt;
@@ -48,9 +49,16 @@ pub async fn make(
         Write::ReleaseRun { job, cluster_lease } => {
             let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
             delete_opt(&secrets, &run_secret_name(&job)).await?;
-            leases::give_back(&client, &ns, &run_lease_name(&p.suffix), &job).await?;
+            leases::give_back(
+                &client,
+                &p.ctx.caches.leases,
+                &ns,
+                &run_lease_name(&p.suffix),
+                &job,
+            )
+            .await?;
             if let Some(lease) = cluster_lease {
-                leases::give_back(&client, &ns, &lease, &job).await?;
+                leases::give_back(&client, &p.ctx.caches.leases, &ns, &lease, &job).await?;
             }
         }
         Write::PruneJob { job } => {
@@ -78,8 +86,20 @@ pub async fn make(
                 .metrics
                 .state_backups(p.kind_name(), "pruned", sets.len() as u64);
         }
-        Write::PatchSpec(patch) => {
-            p.patch_object(&patch).await?;
+        Write::PatchSpec(mut patch) => {
+            // A pass that writes the spec and will clear the move block clears it in the same
+            // patch (one request instead of two).
+            let clear_move_block = clears_move_block(p, o, acted);
+            if clear_move_block {
+                patch["metadata"]["annotations"][annotations::BLOCK_MOVE] = serde_json::Value::Null;
+            }
+            if clear_move_block {
+                // As the clearing on its own is: its own watch event wakes no one.
+                p.patch_object_accounted(&patch).await?;
+                p.move_block_cleared = true;
+            } else {
+                p.patch_object(&patch).await?;
+            }
             let spec_events = std::mem::take(&mut o.writes.spec_events);
             p.announced.extend(spec_events);
         }
@@ -105,6 +125,14 @@ pub async fn make(
 /// The state of a succeeded apply or restore adopted; what was decoded of it is forgotten (the
 /// next pass reads it from the API server), and the version a Job start checks the state
 /// against is the adopted one.
+/// Whether this pass clears the clusterctl move block once its writes are made: no Job is
+/// active, none will start, and the object carries the block (see `carry_out`).
+fn clears_move_block(p: &Pass<'_>, o: &Observation, acted: &Acted) -> bool {
+    o.active.is_none()
+        && !matches!(acted.decision, Decision::StartJob(_))
+        && p.target.annotation(annotations::BLOCK_MOVE).is_some()
+}
+
 async fn adopt(
     p: &mut Pass<'_>,
     o: &mut Observation,
@@ -124,6 +152,7 @@ async fn adopt(
     if o.state_version.is_some() {
         o.state_version = Some(adopted.version);
     }
+    p.state_adopted = Some(adopted.secrets);
     if adopted.changed {
         p.announced.normal(
             events::STATE_ADOPTED,
@@ -210,7 +239,8 @@ async fn back_up(
         now: p.now_ts,
     };
     let own = &p.ctx.caches.own_writes;
-    let taken = backups::take(&p.ctx.client, own, &p.ns, &p.suffix, source).await?;
+    let listed = p.state_adopted.take();
+    let taken = backups::take(&p.ctx.client, own, &p.ns, &p.suffix, source, listed).await?;
     let kind = p.kind_name();
     match taken {
         backups::Taken::Copied { backup, bytes } => {
