@@ -278,9 +278,10 @@ pub async fn observe(p: &mut Pass<'_>) -> Result<Observation, Error> {
         o.restore = crate::state::restore::requested(p, &o.books.records);
         plan_backups(p, &mut o).await?;
     }
-    current_inputs(p, &mut o).await?;
+    // The outputs first: a machine they provision in this very pass has fixed inputs, which are
+    // not built again (no read of its bootstrap data).
     apply_outputs(p, &mut o);
-    fixed_inputs(p, &o);
+    current_inputs(p, &mut o).await?;
     if let Target::Pool(_) = p.target
         && o.owner.check == OwnerCheck::Ok
         && !p.target.deleting()
@@ -671,8 +672,9 @@ async fn current_inputs(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Err
 }
 
 /// A provisioned machine's inputs are fixed: `DependenciesReady=True` once its owner resolves,
-/// whatever its Machine's bootstrap data or cluster say now. Also after the outputs step, so a
-/// machine provisioned by this very pass reports what the passes after it will.
+/// whatever its Machine's bootstrap data or cluster say now. Asked after the outputs step, so a
+/// machine provisioned by this very pass reports what the passes after it will, and builds no
+/// inputs.
 fn fixed_inputs(p: &mut Pass<'_>, o: &Observation) -> bool {
     let owner_ok = matches!(o.owner.check, OwnerCheck::Ok);
     let immutable_done = !workload::mutable(p.kind) && p.facts.provisioned();

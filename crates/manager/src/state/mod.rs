@@ -83,8 +83,9 @@ fn version_of<'a>(metas: impl Iterator<Item = &'a ObjectMeta>) -> String {
 /// before while the cached state Secrets keep their resourceVersions, else listed and decoded
 /// again (the decoded summary is kept, not the Secrets' data). With `fresh` (a Job of the object
 /// finished since the last pass: the Secret cache may not show the state it wrote yet) the
-/// state is listed from the API server whatever the cache shows. A pass that changed the state
-/// (adopted it) forgets what was decoded, so the next read lists it from the API server.
+/// state is listed from the API server whatever the cache shows. A pass that adopted the state
+/// keeps what it decoded of the Secrets its adoption wrote ([`remember_adopted`]), valid once the
+/// cache shows those very resourceVersions; until then the read lists the state again.
 pub async fn observe(
     client: &kube::Client,
     caches: &Caches,
@@ -103,20 +104,34 @@ pub async fn observe(
         return Ok(view);
     }
     let secrets = list_state_secrets(client, ns, suffix).await?;
+    let view = Arc::new(view_of(suffix, &secrets));
+    caches.decoded.put(&key, &view.version, view.clone());
+    Ok(view)
+}
+
+/// What a pass reads of the state Secrets `secrets`.
+fn view_of(suffix: &str, secrets: &[Secret]) -> StateView {
     let base = state_secret_name(suffix);
-    let version = version_of(secrets.iter().map(|s| &s.metadata));
-    let view = Arc::new(StateView {
-        reading: read(suffix, &secrets),
+    StateView {
+        reading: read(suffix, secrets),
         base_created: secrets
             .iter()
             .find(|s| s.metadata.name.as_deref() == Some(base.as_str()))
             .and_then(|s| s.metadata.creation_timestamp.as_ref())
             .map(|t| SystemTime::from(t.0)),
-        version: version.clone(),
-        digest: backups::live_digest(suffix, &secrets),
-    });
-    caches.decoded.put(&key, &version, view.clone());
-    Ok(view)
+        version: version_of(secrets.iter().map(|s| &s.metadata)),
+        digest: backups::live_digest(suffix, secrets),
+    }
+}
+
+/// Keeps, for the object with `uid`, what [`observe`] would decode of the state Secrets its
+/// adoption just listed and wrote (`secrets`, as the API server returned them), so that the next
+/// pass does not list them again once the cache shows them.
+pub fn remember_adopted(caches: &Caches, uid: &str, suffix: &str, secrets: &[Secret]) {
+    let view = Arc::new(view_of(suffix, secrets));
+    caches
+        .decoded
+        .put(&decoded_key(uid), &view.version, view.clone());
 }
 
 /// Whether the object's state Secrets on the API server are still those its state was read from

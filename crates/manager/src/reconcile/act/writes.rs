@@ -148,7 +148,7 @@ async fn adopt(
         &p.ctx.caches.own_writes,
     )
     .await?;
-    state::forget_decoded(&p.ctx.caches, &p.uid);
+    state::remember_adopted(&p.ctx.caches, &p.uid, &p.suffix, &adopted.secrets);
     if o.state_version.is_some() {
         o.state_version = Some(adopted.version);
     }
