@@ -66,9 +66,12 @@ pub struct Pass<'a> {
     pub generation: Option<i64>,
     /// The clusterctl move block was cleared by an earlier write of this pass (with the spec).
     pub move_block_cleared: bool,
-    /// The state Secrets as this pass's adoption listed and wrote them: the backup after it
-    /// copies these instead of listing them again.
-    pub state_adopted: Option<Vec<k8s_openapi::api::core::v1::Secret>>,
+    /// The state Secrets as this pass's adoption listed and wrote them, with what was read of
+    /// them: the backup after it copies these instead of listing and reading them again.
+    pub state_adopted: Option<(
+        Vec<k8s_openapi::api::core::v1::Secret>,
+        std::sync::Arc<crate::state::StateView>,
+    )>,
 }
 
 impl<'a> Pass<'a> {

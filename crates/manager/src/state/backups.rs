@@ -18,6 +18,7 @@
 //! deleted, and a backup a pending restore names is never pruned.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use api::constants::{annotations, labels};
 use api::status::StateBackup;
@@ -32,7 +33,7 @@ use sha2::{Digest, Sha256};
 
 use crate::runtime::caches::{Caches, OwnWrites};
 use crate::runtime::kubeutil::{delete_opt, get_opt, is_conflict};
-use crate::state;
+use crate::state::{self, StateView};
 
 /// At most this many backups are listed in `status.stateBackups` (the CRD's bound).
 pub const STATUS_MAX: usize = crate::pass::status::bounds::STATE_BACKUPS;
@@ -266,26 +267,25 @@ pub struct Source<'a> {
 
 /// Copies the state Secrets of `source.take.serial` into a backup set (Act), unless the state
 /// changed since it was read. `listed` are the state Secrets as this pass last listed them (its
-/// adoption's), else they are listed here.
+/// adoption's) with what was read of them, else they are listed and read here.
 pub async fn take(
     client: &kube::Client,
     own: &OwnWrites,
     ns: &str,
     suffix: &str,
     source: Source<'_>,
-    listed: Option<Vec<Secret>>,
+    listed: Option<(Vec<Secret>, Arc<StateView>)>,
 ) -> kube::Result<Taken> {
-    let secrets = match listed {
-        Some(secrets) => secrets,
-        None => state::list_state_secrets(client, ns, suffix).await?,
+    let (secrets, view) = if let Some(listed) = listed {
+        listed
+    } else {
+        let secrets = state::list_state_secrets(client, ns, suffix).await?;
+        let view = Arc::new(state::view_of(suffix, &secrets));
+        (secrets, view)
     };
     // The copy is of exactly the state read: a state written since is backed up next pass.
-    let same = match state::read(suffix, &secrets) {
-        state::StateReading::Read(s) => {
-            s.serial == source.take.serial && live_digest(suffix, &secrets) == source.take.digest
-        }
-        _ => false,
-    };
+    let same = matches!(&view.reading, state::StateReading::Read(s) if s.serial == source.take.serial)
+        && view.digest == source.take.digest;
     if !same {
         return Ok(Taken::Skipped(
             "the state changed while it was being copied".to_owned(),

@@ -110,7 +110,7 @@ pub async fn observe(
 }
 
 /// What a pass reads of the state Secrets `secrets`.
-fn view_of(suffix: &str, secrets: &[Secret]) -> StateView {
+pub fn view_of(suffix: &str, secrets: &[Secret]) -> StateView {
     let base = state_secret_name(suffix);
     StateView {
         reading: read(suffix, secrets),
@@ -126,12 +126,18 @@ fn view_of(suffix: &str, secrets: &[Secret]) -> StateView {
 
 /// Keeps, for the object with `uid`, what [`observe`] would decode of the state Secrets its
 /// adoption just listed and wrote (`secrets`, as the API server returned them), so that the next
-/// pass does not list them again once the cache shows them.
-pub fn remember_adopted(caches: &Caches, uid: &str, suffix: &str, secrets: &[Secret]) {
+/// pass does not list them again once the cache shows them. Returns what it keeps.
+pub fn remember_adopted(
+    caches: &Caches,
+    uid: &str,
+    suffix: &str,
+    secrets: &[Secret],
+) -> Arc<StateView> {
     let view = Arc::new(view_of(suffix, secrets));
     caches
         .decoded
         .put(&decoded_key(uid), &view.version, view.clone());
+    view
 }
 
 /// Whether the object's state Secrets on the API server are still those its state was read from
@@ -199,8 +205,6 @@ fn to_state_secret(s: &Secret) -> StateSecret {
 /// What adopting the state did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Adopted {
-    /// The version ([`StateView::version`]'s spelling) of the state Secrets after the adoption.
-    pub version: String,
     /// Whether anything was written (a pass that adopted already, and whose status write did not
     /// land, finds nothing to write).
     pub changed: bool,
@@ -260,7 +264,6 @@ pub async fn adopt(
         }
     }
     Ok(Adopted {
-        version: version_of(after.iter().map(|s| &s.metadata)),
         changed,
         secrets: after,
     })

@@ -448,7 +448,7 @@ async fn give_back_leases(p: &Pass<'_>, cluster_name: &str, job_name: &str) -> R
 }
 
 /// The object's run lease, taken for `job_name`, given back.
-async fn give_back_run_lease(p: &Pass<'_>, job_name: &str) -> Result<(), Error> {
+pub(super) async fn give_back_run_lease(p: &Pass<'_>, job_name: &str) -> Result<(), Error> {
     let (client, leases_cache) = (&p.ctx.client, &p.ctx.caches.leases);
     leases::give_back(
         client,

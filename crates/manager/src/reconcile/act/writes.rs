@@ -8,7 +8,7 @@
 
 use api::constants::{annotations, events};
 use api::status::StateBackup;
-use contract::names::{run_lease_name, run_secret_name};
+use contract::names::run_secret_name;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -49,14 +49,7 @@ pub async fn make(
         Write::ReleaseRun { job, cluster_lease } => {
             let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
             delete_opt(&secrets, &run_secret_name(&job)).await?;
-            leases::give_back(
-                &client,
-                &p.ctx.caches.leases,
-                &ns,
-                &run_lease_name(&p.suffix),
-                &job,
-            )
-            .await?;
+            super::start::give_back_run_lease(p, &job).await?;
             if let Some(lease) = cluster_lease {
                 leases::give_back(&client, &p.ctx.caches.leases, &ns, &lease, &job).await?;
             }
@@ -89,11 +82,8 @@ pub async fn make(
         Write::PatchSpec(mut patch) => {
             // A pass that writes the spec and will clear the move block clears it in the same
             // patch (one request instead of two).
-            let clear_move_block = clears_move_block(p, o, acted);
-            if clear_move_block {
+            if clears_move_block(p, o, acted) {
                 patch["metadata"]["annotations"][annotations::BLOCK_MOVE] = serde_json::Value::Null;
-            }
-            if clear_move_block {
                 // As the clearing on its own is: its own watch event wakes no one.
                 p.patch_object_accounted(&patch).await?;
                 p.move_block_cleared = true;
@@ -148,11 +138,11 @@ async fn adopt(
         &p.ctx.caches.own_writes,
     )
     .await?;
-    state::remember_adopted(&p.ctx.caches, &p.uid, &p.suffix, &adopted.secrets);
+    let view = state::remember_adopted(&p.ctx.caches, &p.uid, &p.suffix, &adopted.secrets);
     if o.state_version.is_some() {
-        o.state_version = Some(adopted.version);
+        o.state_version = Some(view.version.clone());
     }
-    p.state_adopted = Some(adopted.secrets);
+    p.state_adopted = Some((adopted.secrets, view));
     if adopted.changed {
         p.announced.normal(
             events::STATE_ADOPTED,
