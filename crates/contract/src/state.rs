@@ -348,15 +348,11 @@ pub fn read_state_with_limits(
 ) -> Result<StateSummary, StateError> {
     let chunks = order_chunks(set, secrets, limits)?;
     let compressed_len: usize = chunks.iter().map(|c| c.len()).sum();
-    let mut inflating = Inflating::new(&chunks, limits.max_bytes);
+    let mut inflating = Inflating::new(&chunks, limits.max_bytes, INFLATE_STEP);
     let resources = skim::skim_resources(&mut inflating);
-    let (document, resources) = match inflating.finish() {
-        Some(document) => (document, resources),
-        // Whether a payload both corrupt and over the cap is refused as one or the other depends
-        // on where the decoder's reads stop; the reader says what reading it at once says.
-        None => (gunzip(&chunks, limits.max_bytes)?, None),
-    };
-    let parsed = parse_skimmed(&document, resources)?;
+    let (parsed, decompressed_len) = parse_inflated(inflating.finish(), resources, || {
+        gunzip(&chunks, limits.max_bytes)
+    })?;
     let inputs_hash = secrets
         .iter()
         .find(|s| s.name == set.base_name())
@@ -370,7 +366,7 @@ pub fn read_state_with_limits(
         outputs: parsed.outputs,
         managed_resources: parsed.managed_resources,
         compressed_bytes: compressed_len as u64,
-        decompressed_bytes: document.len() as u64,
+        decompressed_bytes: decompressed_len as u64,
         chunks: chunks.len(),
         inputs_hash,
     })
@@ -430,15 +426,83 @@ fn order_chunks<'s>(
     Ok(payloads)
 }
 
+/// Parses what [`Inflating`] kept and the scan found, as [`parse_skimmed`] parses a whole
+/// document; `whole` gunzips the whole document again, for the rare reads that need all of it
+/// after the scan let part of `resources` go (a document the scan was not sure of, or one serde
+/// refuses with the array cut out) and to say why a payload was refused. Returns the parse and
+/// the document's size.
+fn parse_inflated(
+    inflated: Option<Inflated>,
+    resources: Option<skim::Resources>,
+    whole: impl FnOnce() -> Result<Vec<u8>, StateError>,
+) -> Result<(ParsedState, usize), StateError> {
+    match inflated {
+        Some(Inflated { out, dropped: 0 }) => {
+            let parsed = parse_skimmed(&out, resources)?;
+            Ok((parsed, out.len()))
+        }
+        Some(Inflated { out, dropped }) => {
+            if let Some(resources) = resources {
+                let rest = without_resources(&out, resources.start, resources.end - dropped);
+                if let Ok(parsed) = parse_with_serde(&rest) {
+                    let parsed = ParsedState {
+                        managed_resources: resources.managed,
+                        ..parsed
+                    };
+                    return Ok((parsed, out.len() + dropped));
+                }
+            }
+            let document = whole()?;
+            Ok((parse_with_serde(&document)?, document.len()))
+        }
+        // Whether a payload both corrupt and over the cap is refused as one or the other depends
+        // on where the decoder's reads stop; the reader says what reading it at once says.
+        None => {
+            let document = whole()?;
+            Ok((parse_with_serde(&document)?, document.len()))
+        }
+    }
+}
+
+/// `document[..start]`, an empty array, then `document[end..]`.
+fn without_resources(document: &[u8], start: usize, end: usize) -> Vec<u8> {
+    let mut rest = Vec::with_capacity(start + 2 + (document.len() - end));
+    rest.extend_from_slice(&document[..start]);
+    rest.extend_from_slice(b"[]");
+    rest.extend_from_slice(&document[end..]);
+    rest
+}
+
+/// What [`Inflating`] kept of a document: all of it but `dropped` bytes the scan was done with,
+/// all inside `resources`; `out` is the document with those bytes cut out.
+#[derive(Debug, PartialEq, Eq)]
+struct Inflated {
+    out: Vec<u8>,
+    dropped: usize,
+}
+
 /// The gunzip of the chunks read one after the other (every gzip member, as Go's reader does),
 /// inflated a step at a time as the reader asks for more, and never more than `max` bytes plus
 /// the one that shows the cap is exceeded: the buffer is never allocated past that either.
+///
+/// The bytes of `resources` the scan is done with are let go as it goes (the first time, what
+/// comes before them is kept as the head), so the buffer holds the head, then only the bytes the
+/// scan has yet to read, and is reused, still in cache, instead of growing to the whole document.
 struct Inflating<'a> {
     decoder: std::io::Take<flate2::bufread::MultiGzDecoder<Chunks<'a>>>,
+    /// The head (`out[..head]`), then the document from offset `head + dropped` on, inflated up
+    /// to `filled`; past that, bytes already initialized for the next step.
     out: Vec<u8>,
+    filled: usize,
+    /// The end of the head: where the bytes let go were, once there are any.
+    head: usize,
+    /// How many bytes were let go.
+    dropped: usize,
     /// `max` + 1.
     limit: usize,
     max: usize,
+    /// How much to inflate at a time.
+    step: usize,
     finished: bool,
     failed: bool,
 }
@@ -447,52 +511,89 @@ struct Inflating<'a> {
 const INFLATE_STEP: usize = 256 * 1024;
 
 impl<'a> Inflating<'a> {
-    fn new(chunks: &'a [&'a [u8]], max: usize) -> Self {
+    fn new(chunks: &'a [&'a [u8]], max: usize, step: usize) -> Self {
         let limit = max.saturating_add(1);
         let cap = u64::try_from(limit).unwrap_or(u64::MAX);
         Self {
             decoder: flate2::bufread::MultiGzDecoder::new(Chunks::new(chunks)).take(cap),
             out: Vec::with_capacity(size_hint(chunks).min(max)),
+            filled: 0,
+            head: 0,
+            dropped: 0,
             limit,
             max,
+            step: step.max(1),
             finished: false,
             failed: false,
         }
     }
 
-    /// Inflates the rest: the whole document, or `None` when the payload is not valid gzip or
-    /// inflates past the cap. A valid stream inflates to the same bytes however it is read, so a
-    /// document here is the one [`gunzip`] returns.
-    fn finish(mut self) -> Option<Vec<u8>> {
-        while skim::Source::more(&mut self) {}
-        (!self.failed && self.out.len() <= self.max).then_some(self.out)
+    /// Inflates the rest: the document (but the bytes let go), or `None` when the payload is not
+    /// valid gzip or inflates past the cap. A valid stream inflates to the same bytes however it
+    /// is read, so a document here is the one [`gunzip`] returns, but for the bytes let go.
+    fn finish(mut self) -> Option<Inflated> {
+        while skim::Source::more(&mut self, 0..0) {}
+        self.out.truncate(self.filled);
+        (!self.failed && self.out.len() + self.dropped <= self.max).then_some(Inflated {
+            out: self.out,
+            dropped: self.dropped,
+        })
     }
 
-    /// Makes room for `step` more bytes, growing as `Vec` does but never past `limit`.
-    fn reserve(&mut self, step: usize) {
-        let len = self.out.len();
-        if len + step > self.out.capacity() {
-            let target = (2 * self.out.capacity()).max(len + step).min(self.limit);
-            self.out.reserve_exact(target - len);
+    /// Lets go of the bytes of `done` not let go yet: the head ends where `done` starts.
+    fn drop_done(&mut self, done: std::ops::Range<usize>) {
+        if done.is_empty() {
+            return;
         }
+        if self.dropped == 0 {
+            self.head = done.start;
+        }
+        let from = self.head + self.dropped;
+        let amount = done.end.saturating_sub(from);
+        if amount == 0 {
+            return;
+        }
+        self.out
+            .copy_within(self.head + amount..self.filled, self.head);
+        self.filled -= amount;
+        self.dropped += amount;
+    }
+
+    /// Makes `step` initialized bytes from `filled` on, growing as `Vec` does but never past
+    /// what the cap leaves.
+    fn reserve(&mut self, step: usize) {
+        let end = self.filled + step;
+        if end <= self.out.len() {
+            return;
+        }
+        if end > self.out.capacity() {
+            let limit = self.limit - self.dropped;
+            let target = (2 * self.out.capacity()).max(end).min(limit);
+            self.out.reserve_exact(target - self.out.len());
+        }
+        self.out.resize(end, 0);
     }
 }
 
 impl skim::Source for Inflating<'_> {
     fn data(&self) -> &[u8] {
-        &self.out
+        &self.out[self.head..self.filled]
     }
 
-    fn more(&mut self) -> bool {
-        let len = self.out.len();
-        let step = INFLATE_STEP.min(self.limit - len);
+    fn start(&self) -> usize {
+        self.head + self.dropped
+    }
+
+    fn more(&mut self, done: std::ops::Range<usize>) -> bool {
+        self.drop_done(done);
+        let step = self.step.min(self.limit - self.dropped - self.filled);
         if self.finished || step == 0 {
             return false;
         }
         self.reserve(step);
-        self.out.resize(len + step, 0);
+        let from = self.filled;
         let read = loop {
-            match self.decoder.read(&mut self.out[len..]) {
+            match self.decoder.read(&mut self.out[from..from + step]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => {
@@ -501,7 +602,7 @@ impl skim::Source for Inflating<'_> {
                 }
             }
         };
-        self.out.truncate(len + read);
+        self.filled += read;
         self.finished = read == 0;
         read > 0
     }
@@ -626,10 +727,7 @@ fn parse_skimmed(
     resources: Option<skim::Resources>,
 ) -> Result<ParsedState, StateError> {
     if let Some(resources) = resources {
-        let mut rest = Vec::with_capacity(document.len() - (resources.end - resources.start) + 2);
-        rest.extend_from_slice(&document[..resources.start]);
-        rest.extend_from_slice(b"[]");
-        rest.extend_from_slice(&document[resources.end..]);
+        let rest = without_resources(document, resources.start, resources.end);
         if let Ok(parsed) = parse_with_serde(&rest) {
             return Ok(ParsedState {
                 managed_resources: resources.managed,

@@ -11,15 +11,22 @@
 //!
 //! It reads from a [`Source`] that may still be growing — the gunzip of the chunks — so each part
 //! of the document is scanned just after it is inflated, while it is still in cache, instead of
-//! in a second pass over 64 MiB.
+//! in a second pass over 64 MiB. It tells the source which bytes of `resources` it is done with,
+//! so that the source need not keep them: the caller needs only what lies around that array.
+
+use std::ops::Range;
 
 /// Bytes that may arrive a piece at a time. Once handed out, bytes never change: more only ever
-/// appends.
+/// appends, and drops only bytes the scan said it is done with.
 pub(super) trait Source {
-    /// The bytes so far.
+    /// The bytes so far, from offset [`Source::start`] of the document on.
     fn data(&self) -> &[u8];
-    /// Appends more bytes; `false` once there are none to come.
-    fn more(&mut self) -> bool;
+    /// The document offset of `data()[0]`: 0 until some bytes were dropped.
+    fn start(&self) -> usize;
+    /// Appends more bytes; `false` once there are none to come. The bytes of `done` (a range of
+    /// document offsets inside `resources`, empty at first) are never looked at again and may be
+    /// dropped; `done` only ever grows at its end.
+    fn more(&mut self, done: Range<usize>) -> bool;
 }
 
 impl Source for &[u8] {
@@ -27,7 +34,11 @@ impl Source for &[u8] {
         self
     }
 
-    fn more(&mut self) -> bool {
+    fn start(&self) -> usize {
+        0
+    }
+
+    fn more(&mut self, _done: Range<usize>) -> bool {
         false
     }
 }
@@ -51,6 +62,8 @@ pub(super) fn skim_resources<S: Source>(source: &mut S) -> Option<Resources> {
         source,
         at: 0,
         frames: Vec::new(),
+        resources: None,
+        keep: 0,
     };
     cursor.expect(b'{')?;
     if cursor.peek()? == b'}' {
@@ -62,6 +75,7 @@ pub(super) fn skim_resources<S: Source>(source: &mut S) -> Option<Resources> {
         if is_resources {
             cursor.skip_whitespace();
             let start = cursor.at;
+            cursor.resources = Some(start);
             let managed = cursor.resource_list()?;
             return Some(Resources {
                 start,
@@ -117,13 +131,44 @@ struct Cursor<'s, S> {
     at: usize,
     /// Open arrays (`true`) and objects (`false`) of the value being skipped.
     frames: Vec<bool>,
+    /// Where `resources` starts, once the scan is in it.
+    resources: Option<usize>,
+    /// The first byte the scan may still look at again (a key it is reading).
+    keep: usize,
 }
 
 impl<S: Source> Cursor<'_, S> {
+    /// The bytes of `resources` the scan is done with.
+    fn done(&self) -> Range<usize> {
+        match self.resources {
+            Some(start) if self.keep > start => start..self.keep,
+            _ => 0..0,
+        }
+    }
+
+    /// Asks the source for more bytes; `false` once there are none to come.
+    fn more(&mut self) -> bool {
+        let done = self.done();
+        self.source.more(done)
+    }
+
+    /// The bytes from document offset `at` on that have arrived (`at` is never before
+    /// [`Cursor::keep`], so never dropped).
+    #[inline]
+    fn from(&self, at: usize) -> &[u8] {
+        &self.source.data()[at - self.source.start()..]
+    }
+
+    /// The document offset just past the bytes that have arrived.
+    #[inline]
+    fn arrived(&self) -> usize {
+        self.source.start() + self.source.data().len()
+    }
+
     /// Whether the bytes up to `end` have arrived (waiting for them if need be).
     fn ensure(&mut self, end: usize) -> bool {
-        while self.source.data().len() < end {
-            if !self.source.more() {
+        while self.arrived() < end {
+            if !self.more() {
                 return false;
             }
         }
@@ -133,7 +178,7 @@ impl<S: Source> Cursor<'_, S> {
     #[inline]
     fn byte(&mut self, at: usize) -> Option<u8> {
         if self.ensure(at + 1) {
-            Some(self.source.data()[at])
+            Some(self.from(at)[0])
         } else {
             None
         }
@@ -142,7 +187,7 @@ impl<S: Source> Cursor<'_, S> {
     fn span(&mut self, start: usize, len: usize) -> Option<&[u8]> {
         let end = start.checked_add(len)?;
         if self.ensure(end) {
-            Some(&self.source.data()[start..end])
+            Some(&self.from(start)[..len])
         } else {
             None
         }
@@ -158,7 +203,7 @@ impl<S: Source> Cursor<'_, S> {
     /// The next significant byte, not consumed.
     #[inline]
     fn peek(&mut self) -> Option<u8> {
-        match self.source.data().get(self.at) {
+        match self.from(self.at).first() {
             Some(&b) if !matches!(b, b' ' | b'\n' | b'\t' | b'\r') => Some(b),
             _ => {
                 self.skip_whitespace();
@@ -190,7 +235,7 @@ impl<S: Source> Cursor<'_, S> {
         self.expect(b'"')?;
         let start = self.at;
         let escaped = self.string_body()?;
-        let raw = &self.source.data()[start..self.at - 1];
+        let raw = &self.from(start)[..self.at - 1 - start];
         (!escaped && std::str::from_utf8(raw).is_ok()).then(|| raw == name)
     }
 
@@ -199,7 +244,7 @@ impl<S: Source> Cursor<'_, S> {
     fn string_body(&mut self) -> Option<bool> {
         let mut escaped = false;
         loop {
-            let rest = &self.source.data()[self.at..];
+            let rest = self.from(self.at);
             let found = match special_in_words(rest) {
                 Ok(end) => Some(end),
                 Err(plain) => {
@@ -213,7 +258,7 @@ impl<S: Source> Cursor<'_, S> {
             };
             let Some(end) = found else {
                 self.at += rest.len();
-                if !self.source.more() {
+                if !self.more() {
                     return None;
                 }
                 continue;
@@ -319,6 +364,7 @@ impl<S: Source> Cursor<'_, S> {
         // no comma before its first member).
         let mut fresh = true;
         while let Some(&array) = self.frames.last() {
+            self.keep = self.at;
             let b = self.peek()?;
             let closes = if array { b == b']' } else { b == b'}' };
             if closes {
@@ -351,6 +397,7 @@ impl<S: Source> Cursor<'_, S> {
             return Some(managed);
         }
         loop {
+            self.keep = self.at;
             if self.resource()? {
                 managed += 1;
             }
@@ -371,6 +418,7 @@ impl<S: Source> Cursor<'_, S> {
         }
         let mut mode: Option<bool> = None;
         loop {
+            self.keep = self.at;
             let is_mode = self.key_is(b"mode")?;
             self.expect(b':')?;
             if is_mode {

@@ -24,19 +24,30 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
     encoder.finish().expect("gzip")
 }
 
-/// A document handed out `step` bytes at a time.
+/// A document handed out `step` bytes at a time, letting go of every byte the scan is done with
+/// (and everything before them), so a scan that looked at one again would read out of bounds.
 struct Trickle<'a> {
     all: &'a [u8],
+    start: usize,
     len: usize,
     step: usize,
 }
 
 impl Source for Trickle<'_> {
     fn data(&self) -> &[u8] {
-        &self.all[..self.len]
+        &self.all[self.start..self.len]
     }
 
-    fn more(&mut self) -> bool {
+    fn start(&self) -> usize {
+        self.start
+    }
+
+    fn more(&mut self, done: std::ops::Range<usize>) -> bool {
+        assert!(
+            done.end <= self.len,
+            "the scan is done only with bytes it was given"
+        );
+        self.start = self.start.max(done.end);
         let before = self.len;
         self.len = (self.len + self.step).min(self.all.len());
         self.len > before
@@ -208,12 +219,41 @@ fn a_lying_gzip_trailer_reserves_no_more_than_deflate_can_produce() {
 }
 
 #[test]
+fn the_resources_scanned_are_not_kept() {
+    let entry = r#"{"mode":"managed","type":"t","name":"n","instances":[{"attributes":{"blob":"0123456789abcdef0123456789abcdef"}}]}"#;
+    let entries = vec![entry; 2000].join(",");
+    let document = format!(
+        r#"{{"version":4,"terraform_version":"1.12.6","serial":3,"lineage":"l","resources":[{entries}],"outputs":{{"a":{{"value":"b"}}}}}}"#
+    );
+    let payload = gzip(document.as_bytes());
+    let chunks = [payload.as_slice()];
+    let step = 4096;
+    let mut inflating = Inflating::new(&chunks, MAX_STATE_BYTES, step);
+    let skimmed = skim_resources(&mut inflating);
+    // The head, then no more than the entry being read and the step it arrived in.
+    assert!(
+        inflating.out.len() < 4 * step,
+        "{} bytes kept",
+        inflating.out.len()
+    );
+    let inflated = inflating.finish().expect("inflates");
+    assert!(inflated.dropped > document.len() - 4 * step);
+    assert_eq!(
+        parse_inflated(Some(inflated), skimmed, || unreachable!("no second gunzip")),
+        Ok((
+            parse_with_serde(document.as_bytes()).expect("parses"),
+            document.len()
+        ))
+    );
+}
+
+#[test]
 fn a_bomb_is_never_buffered_past_the_cap() {
     let bomb = gzip(&vec![0; 1 << 20]).repeat(8);
     let max = 3 * (1 << 20) + 5;
     let chunks = [bomb.as_slice()];
-    let mut inflating = Inflating::new(&chunks, max);
-    while inflating.more() {
+    let mut inflating = Inflating::new(&chunks, max, INFLATE_STEP);
+    while inflating.more(0..0) {
         assert!(inflating.out.capacity() <= max + 1);
     }
     assert_eq!(inflating.finish(), None);
@@ -237,7 +277,7 @@ proptest! {
         step in 1usize..40,
     ) {
         let whole = skim_resources(&mut &document[..]);
-        let mut trickle = Trickle { all: &document, len: 0, step };
+        let mut trickle = Trickle { all: &document, start: 0, len: 0, step };
         prop_assert_eq!(skim_resources(&mut trickle), whole);
     }
 
@@ -251,6 +291,7 @@ proptest! {
         ],
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..3),
         slack in -8isize..8,
+        step in prop_oneof![1usize..64, Just(INFLATE_STEP)],
     ) {
         let mut cuts: Vec<usize> = cuts.iter().map(|i| i.index(payload.len() + 1)).collect();
         cuts.sort_unstable();
@@ -262,15 +303,33 @@ proptest! {
         }
         let natural = gunzip(&[&payload], usize::MAX).map_or(64, |d| d.len());
         let max = natural.saturating_add_signed(slack);
-        let mut inflating = Inflating::new(&chunks, max);
+        let mut inflating = Inflating::new(&chunks, max, step);
         let skimmed = skim_resources(&mut inflating);
         let at_once = gunzip(&chunks, max);
-        match inflating.finish() {
-            Some(document) => {
+        let inflated = inflating.finish();
+        match &inflated {
+            Some(Inflated { out, dropped: 0 }) => {
+                prop_assert_eq!(skimmed, skim_resources(&mut &out[..]));
+                prop_assert_eq!(Ok(out), at_once.as_ref());
+            }
+            Some(Inflated { out, dropped }) => {
+                // Bytes are let go only from inside the array the scan found (or gave up on
+                // after entering it), and all the rest is kept as it was inflated.
+                let document = at_once.clone().expect("a stream inflated step by step gunzips");
                 prop_assert_eq!(skimmed, skim_resources(&mut &document[..]));
-                prop_assert_eq!(Ok(document), at_once);
+                prop_assert_eq!(out.len() + dropped, document.len());
+                if let Some(resources) = skimmed {
+                    prop_assert!(*dropped <= resources.end - resources.start);
+                    prop_assert_eq!(&out[..resources.start], &document[..resources.start]);
+                    prop_assert_eq!(&out[resources.end - dropped..], &document[resources.end..]);
+                }
             }
             None => prop_assert!(at_once.is_err(), "{at_once:?}"),
         }
+        // The reader's result is the plain one's: gunzip at once, then parse the document.
+        prop_assert_eq!(
+            parse_inflated(inflated, skimmed, || gunzip(&chunks, max)),
+            at_once.and_then(|d| parse_state_document(&d).map(|p| (p, d.len())))
+        );
     }
 }
