@@ -2,7 +2,9 @@
 //! against the same five commands it runs, done by hand on the same module and backend
 //! (`tofu version`, `init`, `validate`, `plan -out`, `apply` of the plan), each on a fresh state
 //! and work directory, over 10 interleaved runs (the order of the two flips every run). Reported:
-//! the median of the per-run ratios (goal ≤ 1.05) and the medians of each side.
+//! the median of the per-run ratios (goal ≤ 1.05) and the medians of each side, then where the
+//! difference goes: each command's median on both sides (the runner's from its result document)
+//! and the runner's time outside its commands (start-up, the generated root, events, the result).
 //!
 //! A measurement, not a check (no timed assertion): `make bench` runs it, or
 //! `cargo test -p runner --test overhead -- --ignored --nocapture`. It prints one `BENCH` line
@@ -17,6 +19,14 @@ use common::{Fixture, MODULE, tfvars};
 
 const RUNS: usize = 10;
 const GOAL: f64 = 1.05;
+/// The five commands, by their result-document step names.
+const STEPS: [&str; 5] = ["version", "init", "validate", "plan", "apply"];
+
+/// One side's run: its wall time and each command's.
+struct Timed {
+    total: Duration,
+    steps: Vec<f64>,
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -28,7 +38,7 @@ fn secs(d: &[Duration]) -> Vec<f64> {
 }
 
 /// One first apply by the runner, on a fresh state and a fresh work directory.
-async fn runner_apply(fx: &Fixture, i: usize) -> Duration {
+async fn runner_apply(fx: &Fixture, i: usize) -> Timed {
     let suffix = format!("overhead{i:02}runner-c");
     let (mut args, result) = fx.args("apply", &[]);
     for a in &mut args {
@@ -39,13 +49,28 @@ async fn runner_apply(fx: &Fixture, i: usize) -> Duration {
     let t = Instant::now();
     let out = fx.command(&args).output().await.unwrap();
     let elapsed = t.elapsed();
-    common::finish(&out, &result).assert_ok();
-    elapsed
+    let run = common::finish(&out, &result);
+    run.assert_ok();
+    let recorded = run.result["steps"].as_array().cloned().unwrap_or_default();
+    let steps = STEPS
+        .iter()
+        .map(|name| {
+            recorded
+                .iter()
+                .find(|s| s["name"] == *name)
+                .and_then(|s| s["seconds"].as_f64())
+                .unwrap_or_else(|| panic!("the runner ran no {name}: {}", run.result))
+        })
+        .collect();
+    Timed {
+        total: elapsed,
+        steps,
+    }
 }
 
 /// The runner's five commands by hand, on the same root, a fresh state and a fresh data
 /// directory: what is left between the two is the runner's own cost.
-async fn by_hand(fx: &Fixture, i: usize) -> Duration {
+async fn by_hand(fx: &Fixture, i: usize) -> Timed {
     let root = fx.captf.join(format!("hand-{i}/root"));
     std::fs::create_dir_all(&root).unwrap();
     for f in ["main.tf.json", "terraform.tfvars.json"] {
@@ -83,7 +108,9 @@ async fn by_hand(fx: &Fixture, i: usize) -> Duration {
         ],
     ];
     let t = Instant::now();
+    let mut steps = Vec::new();
     for args in sequence {
+        let step = Instant::now();
         let out = tokio::process::Command::new(&fx.tofu)
             .args(&args)
             .current_dir(&root)
@@ -99,8 +126,12 @@ async fn by_hand(fx: &Fixture, i: usize) -> Duration {
             "{args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        steps.push(step.elapsed().as_secs_f64());
     }
-    t.elapsed()
+    Timed {
+        total: t.elapsed(),
+        steps,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,17 +143,19 @@ async fn runner_overhead_against_the_same_commands_by_hand() {
     // One unmeasured round of each first: page cache, the backend's first connections.
     runner_apply(&fx, 99).await;
     by_hand(&fx, 99).await;
-    let mut runner_times = Vec::new();
-    let mut hand_times = Vec::new();
+    let mut runner_runs = Vec::new();
+    let mut hand_runs = Vec::new();
     for i in 0..RUNS {
         if i % 2 == 0 {
-            runner_times.push(runner_apply(&fx, i).await);
-            hand_times.push(by_hand(&fx, i).await);
+            runner_runs.push(runner_apply(&fx, i).await);
+            hand_runs.push(by_hand(&fx, i).await);
         } else {
-            hand_times.push(by_hand(&fx, i).await);
-            runner_times.push(runner_apply(&fx, i).await);
+            hand_runs.push(by_hand(&fx, i).await);
+            runner_runs.push(runner_apply(&fx, i).await);
         }
     }
+    let runner_times: Vec<Duration> = runner_runs.iter().map(|r| r.total).collect();
+    let hand_times: Vec<Duration> = hand_runs.iter().map(|r| r.total).collect();
     let ratios: Vec<f64> = runner_times
         .iter()
         .zip(&hand_times)
@@ -133,6 +166,27 @@ async fn runner_overhead_against_the_same_commands_by_hand() {
     eprintln!("runner apply: {runner_times:?}");
     eprintln!("five commands by hand: {hand_times:?}");
     eprintln!("per-run ratios: {ratios:.3?}");
+    let step_median =
+        |runs: &[Timed], k: usize| median(runs.iter().map(|r| r.steps[k]).collect()) * 1e3;
+    for (k, name) in STEPS.iter().enumerate() {
+        eprintln!(
+            "PHASE {name:<9} runner {:7.1} ms  by hand {:7.1} ms",
+            step_median(&runner_runs, k),
+            step_median(&hand_runs, k)
+        );
+    }
+    let outside = |runs: &[Timed]| {
+        median(
+            runs.iter()
+                .map(|r| r.total.as_secs_f64() - r.steps.iter().sum::<f64>())
+                .collect(),
+        ) * 1e3
+    };
+    eprintln!(
+        "PHASE outside   runner {:7.1} ms  by hand {:7.1} ms (wall time not in a command)",
+        outside(&runner_runs),
+        outside(&hand_runs)
+    );
     eprintln!(
         "OVERHEAD over {RUNS} interleaved runs: runner median {runner_median:.3}s, by hand median \
          {hand_median:.3}s, median ratio {ratio:.3} (goal ≤ {GOAL})"
