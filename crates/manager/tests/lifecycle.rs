@@ -1079,3 +1079,208 @@ async fn a_cluster_another_finalizer_keeps_reads_deletion_completed() {
     })
     .await;
 }
+
+/// The manager's events on `name` in `ns` (reporting controller `captf-manager`), oldest first:
+/// type, reason, note and series count.
+async fn manager_events(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> Vec<(String, String, String, Option<i64>)> {
+    let events: serde_json::Value = serde_json::from_str(&events_json(client, ns).await).unwrap();
+    let mut mine: Vec<_> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reportingController"] == "captf-manager" && e["regarding"]["name"] == name)
+        .cloned()
+        .collect();
+    mine.sort_by_key(|e| e["eventTime"].as_str().unwrap_or_default().to_owned());
+    mine.iter()
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
+            (
+                s("type"),
+                s("reason"),
+                s("note"),
+                e["series"]["count"].as_i64(),
+            )
+        })
+        .collect()
+}
+
+/// Observability "Events" (issue 34 item 2), with a real Job: a machine's bring-up announces
+/// each transition a user acts on once, with the book's event for it, and nothing routine (no
+/// `ConditionChanged` for first values, for a machine still provisioning, or for a Job condition
+/// the Job's own event announces), no Warning, and no repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_bring_up_announces_each_book_event_once() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("bringup").await.unwrap();
+    identity(&client, "id-bringup", &[ns.as_str()], "planted-bringup-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-bringup");
+    cluster(&client, &ns, "prod", "id-bringup", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "prod", "True", LONG).await;
+    capi_cluster_provisioned(&client, &ns, "prod").await;
+    machine(
+        &client,
+        &ns,
+        "prod",
+        "m-0",
+        &images.machine,
+        false,
+        "planted-bringup-2",
+    )
+    .await;
+    wait_ready(&client, &ns, "TerraformMachine", "m-0", "True", LONG).await;
+    let want = [
+        "JobCreated",
+        "StateAdopted",
+        "DigestPinned",
+        "StateBackedUp",
+        "ProviderIDSet",
+        "JobSucceeded",
+        "Provisioned",
+        "InstanceHealthy",
+    ];
+    let got = eventually(LONG, "the bring-up's events", || async {
+        let got = manager_events(&client, &ns, "m-0").await;
+        (got.len() >= want.len()).then_some(got)
+    })
+    .await;
+    let reasons: Vec<&str> = got.iter().map(|e| e.1.as_str()).collect();
+    let mut sorted = reasons.clone();
+    sorted.sort_unstable();
+    let mut expected = want.to_vec();
+    expected.sort_unstable();
+    assert_eq!(sorted, expected, "{got:#?}");
+    assert!(
+        got.iter().all(|e| e.0 == "Normal" && e.3.is_none()),
+        "{got:#?}"
+    );
+    assert_eq!(reasons[0], "JobCreated", "{got:#?}");
+}
+
+/// Observability "Events" (issue 34 item 2), against the API server: a repeat of the same
+/// object, type, reason and note is one Event whose `series` counts it, written by the flush,
+/// not one request per repeat; another note is an Event of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_event_is_one_event_with_a_series_count() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (env, _images) = setup().await;
+    let client = env.client().await.unwrap();
+    let ns = env.namespace("series").await.unwrap();
+    let writes = Arc::new(AtomicUsize::new(0));
+    let counted = writes.clone();
+    let recorder_client = client_mapping(env, move |req: http::Request<kube::client::Body>| {
+        if req.uri().path().contains("/events") && req.method() != http::Method::GET {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+        req
+    })
+    .await;
+    let recorder = manager::runtime::events::Recorder::with_flush_every(
+        recorder_client,
+        "captf-manager",
+        "manager-series",
+        Duration::from_secs(2),
+    );
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: Some("repeated".into()),
+        namespace: Some(ns.clone()),
+        uid: Some("5c1a2b3c-0000-4000-8000-000000000001".into()),
+        ..Default::default()
+    };
+    for _ in 0..3 {
+        recorder
+            .publish(true, "JobFailed", "apply failed".into(), &reference)
+            .await
+            .unwrap();
+    }
+    recorder
+        .publish(true, "JobFailed", "destroy failed".into(), &reference)
+        .await
+        .unwrap();
+    let got = eventually(LONG, "the series written", || async {
+        let got = manager_events(&client, &ns, "repeated").await;
+        got.iter()
+            .any(|e| e.2 == "apply failed" && e.3 == Some(3))
+            .then_some(got)
+    })
+    .await;
+    assert_eq!(got.len(), 2, "{got:#?}");
+    assert!(
+        got.iter().any(|e| e.2 == "destroy failed" && e.3.is_none()),
+        "{got:#?}"
+    );
+    assert_eq!(
+        writes.load(Ordering::SeqCst),
+        3,
+        "two creates and one series write"
+    );
+    assert_eq!(recorder.open_series(), 2);
+}
+
+/// Status (issue 34 item 2), with a real Job: a Job running over a provisioned object leaves
+/// `status.source.runtimeVersion` in place (the passes that see the Job running do not read the
+/// state, and wrote the field away before, for the finishing pass to write it back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_leaves_the_runtime_version_in_place() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let image = slow_image(env).await;
+    let ns = env.namespace("runtimever").await.unwrap();
+    identity(
+        &client,
+        "id-runtimever",
+        &[ns.as_str()],
+        "planted-runtimever-1",
+    )
+    .await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-runtimever");
+    cluster_with_spec(
+        &client,
+        &ns,
+        "steady",
+        "id-runtimever",
+        &image,
+        json!({"variables": {"sleep_seconds": 0}}),
+    )
+    .await;
+    wait_ready(&client, &ns, "TerraformCluster", "steady", "True", LONG).await;
+    let version = |tc: &serde_json::Value| tc["status"]["source"]["runtimeVersion"].clone();
+    let before = version(&get_json(&client, &ns, TC, "TerraformCluster", "steady").await);
+    assert!(before.is_string(), "{before}");
+    let tcs: Api<api::cluster::TerraformCluster> = Api::namespaced(client.clone(), &ns);
+    tcs.patch(
+        "steady",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"variables": {"sleep_seconds": 12}}})),
+    )
+    .await
+    .unwrap();
+    // Sampled while the apply runs: from its start until it is bookkept.
+    let (mut running, deadline) = (0, std::time::Instant::now() + LONG);
+    let finished = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the apply did not finish"
+        );
+        let tc = get_json(&client, &ns, TC, "TerraformCluster", "steady").await;
+        assert_eq!(version(&tc), before, "{:#}", tc["status"]);
+        if tc["status"]["activeJob"]["operation"] == "apply" {
+            running += 1;
+        } else if running > 0 {
+            break tc;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(running >= 5, "sampled {running} times while the apply ran");
+    assert_eq!(version(&finished), before);
+}

@@ -456,7 +456,7 @@ async fn remember_no_state(
     suffix: &str,
     uid: &str,
 ) {
-    let none = manager::state::observe(client, &passes.ctx.caches, ns, suffix, uid, false)
+    let (none, _) = manager::state::observe(client, &passes.ctx.caches, ns, suffix, uid, false)
         .await
         .unwrap();
     assert!(

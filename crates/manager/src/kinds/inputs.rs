@@ -626,7 +626,7 @@ pub async fn cluster_handoff(
     let suffix = state_suffix(&ns, ObjectKind::Cluster, &name);
     // Decoded once per version of the cluster's state, shared with the cluster's own passes.
     let uid = tc.metadata.uid.clone().unwrap_or_default();
-    let view = crate::state::observe(client, caches, &ns, &suffix, &uid, false).await?;
+    let (view, _) = crate::state::observe(client, caches, &ns, &suffix, &uid, false).await?;
     let waiting = |m: &str| {
         Ok(Err(NotBuilt::waiting(
             reasons::WAITING_FOR_CLUSTER_EXPORTS,

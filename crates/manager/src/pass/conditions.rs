@@ -35,6 +35,11 @@ impl Transition {
         if ctype::NO_POLARITY.contains(&type_) {
             return false;
         }
+        // The infrastructure is unhealthy only for the reasons `InstanceUnhealthy` names: one
+        // still provisioning or pending is on its way, not in trouble.
+        if type_ == ctype::INFRASTRUCTURE_HEALTHY {
+            return self.status == "False" && UNHEALTHY.contains(&self.reason.as_str());
+        }
         if type_ == ctype::AUTOSCALING_ACTIVE {
             return self.reason == reasons::AUTOSCALING_ANNOTATIONS_INVALID;
         }
@@ -49,7 +54,56 @@ impl Transition {
     pub fn status_changed(&self) -> bool {
         self.from.as_deref() != Some(self.status.as_str())
     }
+
+    /// A routine transition, nothing a user acts on: a condition's first value, or one leaving
+    /// `Unknown` (a step settling), into a state that is not bad.
+    pub fn is_routine(&self) -> bool {
+        !self.is_bad() && self.from.as_deref().is_none_or(|f| f == "Unknown")
+    }
+
+    /// Whether another event of the same pass (its reasons in `pass_events`) already announces
+    /// this transition: a Job condition's change comes with the Job's own event (`JobCreated`,
+    /// `JobSucceeded`, `JobFailed`, a wait, ...), `Deleting=True` with `DeletionStarted`, a
+    /// mirror made with `MirrorCreated`.
+    pub fn announced_by(&self, pass_events: &[&str]) -> bool {
+        let has = |r: &str| pass_events.contains(&r);
+        match self.type_.as_str() {
+            ctype::APPLY_JOB_SUCCEEDED
+            | ctype::DRIFT_JOB_SUCCEEDED
+            | ctype::RESTORE_JOB_SUCCEEDED => JOB_EVENTS.iter().any(|r| has(r)),
+            ctype::DELETING => self.status == "True" && has(reason::DELETION_STARTED),
+            ctype::CREDENTIALS_MIRRORED => self.status == "True" && has(reason::MIRROR_CREATED),
+            _ => false,
+        }
+    }
 }
+
+/// The `InfrastructureHealthy=False` reasons `InstanceUnhealthy` announces.
+const UNHEALTHY: &[&str] = &[
+    reasons::INSTANCE_UNHEALTHY,
+    reasons::INSTANCE_DEGRADED,
+    reasons::INSTANCE_STOPPED,
+    reasons::INSTANCE_TERMINATED,
+];
+
+/// The events that announce a change of a Job's condition (`ApplyJobSucceeded`,
+/// `DriftJobSucceeded`, `RestoreJobSucceeded`).
+const JOB_EVENTS: &[&str] = &[
+    reason::JOB_CREATED,
+    reason::JOB_SUCCEEDED,
+    reason::JOB_FAILED,
+    reason::JOB_DEADLINE_EXCEEDED,
+    reason::JOB_INTERRUPTED,
+    reason::STUCK_JOB_DELETED,
+    reason::DESTRUCTIVE_PLAN_BLOCKED,
+    reason::PLAN_CHANGED,
+    reason::PLAN_READY,
+    reason::STATE_RESTORED,
+    reason::STATE_RESTORE_FAILED,
+    reason::WAITING_FOR_RUN_LEASE,
+    reason::WAITING_FOR_CLUSTER_OPERATION,
+    reason::WAITING_FOR_MACHINE_OPERATIONS,
+];
 
 /// The conditions of one object, as this pass leaves them. A pass may set a condition several
 /// times; only the net change between the conditions it started from and the ones it leaves
@@ -324,8 +378,10 @@ impl Findings {
 /// documented, `ConditionChanged` otherwise (Warning when entering a bad state). The pass's
 /// `ConditionChanged` transitions are one event per type, its note listing each change in
 /// order: a first pass settles most conditions at once, and one event each would be most of
-/// an object's API writes.
-pub fn transition_events(out: &mut Outbox, transitions: &[Transition]) {
+/// an object's API writes. `ConditionChanged` leaves out what a user does not act on: a routine
+/// transition ([`Transition::is_routine`]), and one another event of the pass (its reasons in
+/// `pass_events`) announces ([`Transition::announced_by`]).
+pub fn transition_events(out: &mut Outbox, transitions: &[Transition], pass_events: &[&str]) {
     let mut changed = Outbox::default();
     for t in transitions {
         if t.type_ == ctype::READY {
@@ -336,14 +392,9 @@ pub fn transition_events(out: &mut Outbox, transitions: &[Transition]) {
             (ctype::INFRASTRUCTURE_HEALTHY, "True", _) => {
                 out.normal(reason::INSTANCE_HEALTHY, msg);
             }
-            (
-                ctype::INFRASTRUCTURE_HEALTHY,
-                "False",
-                reasons::INSTANCE_UNHEALTHY
-                | reasons::INSTANCE_DEGRADED
-                | reasons::INSTANCE_STOPPED
-                | reasons::INSTANCE_TERMINATED,
-            ) => out.warning(reason::INSTANCE_UNHEALTHY, msg),
+            (ctype::INFRASTRUCTURE_HEALTHY, "False", r) if UNHEALTHY.contains(&r) => {
+                out.warning(reason::INSTANCE_UNHEALTHY, msg);
+            }
             (ctype::PAUSED, "True", _) => out.normal(reason::PAUSED, msg),
             (ctype::PAUSED, "False", _) if t.from.as_deref() == Some("True") => {
                 out.normal(reason::RESUMED, msg);
@@ -367,6 +418,7 @@ pub fn transition_events(out: &mut Outbox, transitions: &[Transition]) {
             (ctype::IDENTITY_ALLOWED, "False", reasons::NAMESPACE_NOT_ALLOWED) => {
                 out.warning(reason::IDENTITY_NOT_ALLOWED, msg);
             }
+            _ if t.is_routine() || t.announced_by(pass_events) => {}
             _ if t.is_bad() => changed.warning(reason::CONDITION_CHANGED, msg),
             _ => changed.normal(reason::CONDITION_CHANGED, msg),
         }
@@ -501,6 +553,7 @@ mod tests {
 #[cfg(test)]
 mod event_tests {
     use super::*;
+    use crate::runtime::events::Pending;
 
     fn t(type_: &str, from: Option<&str>, status: &str, reason: &str) -> Transition {
         Transition {
@@ -533,6 +586,7 @@ mod event_tests {
                     reasons::OWNER_MISMATCH,
                 ),
             ],
+            &[],
         );
         let got: Vec<_> = out.events().iter().map(|e| (e.reason, e.warning)).collect();
         assert_eq!(
@@ -571,6 +625,7 @@ mod event_tests {
                 t(ctype::PAUSED, Some("False"), "True", reasons::PAUSED),
                 t(ctype::STATE_READABLE, None, "False", reasons::STATE_CORRUPT),
             ],
+            &[],
         );
         let got: Vec<_> = out
             .events()
@@ -591,12 +646,116 @@ mod event_tests {
                     true,
                     "DependenciesReady is False (OwnerMismatch): "
                 ),
-                (
-                    reason::CONDITION_CHANGED,
-                    false,
-                    "IdentityAllowed is True (IdentityAllowed): ; CredentialsMirrored is True (Mirrored): "
-                ),
             ]
+        );
+        let mut out = Outbox::default();
+        transition_events(
+            &mut out,
+            &[
+                t(
+                    ctype::IDENTITY_ALLOWED,
+                    Some("False"),
+                    "True",
+                    reasons::IDENTITY_ALLOWED,
+                ),
+                t(
+                    ctype::CREDENTIALS_MIRRORED,
+                    Some("False"),
+                    "True",
+                    reasons::MIRRORED,
+                ),
+            ],
+            &[],
+        );
+        assert_eq!(
+            out.events(),
+            &[Pending {
+                warning: false,
+                reason: reason::CONDITION_CHANGED,
+                note: "IdentityAllowed is True (IdentityAllowed): ; CredentialsMirrored is True \
+                       (Mirrored): "
+                    .to_owned(),
+            }]
+        );
+    }
+
+    /// What a user does not act on makes no `ConditionChanged`: a condition's first value or
+    /// one leaving `Unknown` into a state that is not bad (a machine still provisioning
+    /// included), and a Job condition's change when the pass announces the Job; a first value
+    /// that is bad, a recovery and a change into `Unknown` still do.
+    #[test]
+    fn routine_and_already_announced_transitions_make_no_condition_changed() {
+        let routine = [
+            t(ctype::DELETING, None, "False", reasons::NOT_DELETING),
+            t(
+                ctype::OUTPUTS_VALID,
+                Some("Unknown"),
+                "True",
+                reasons::OUTPUTS_VALID,
+            ),
+            t(
+                ctype::INFRASTRUCTURE_HEALTHY,
+                None,
+                "False",
+                reasons::PROVISIONING,
+            ),
+            t(
+                ctype::DRIFT_DETECTED,
+                Some("Unknown"),
+                "False",
+                reasons::NO_DRIFT,
+            ),
+        ];
+        let mut out = Outbox::default();
+        transition_events(&mut out, &routine, &[]);
+        assert_eq!(out.events(), &[]);
+        let job = t(
+            ctype::APPLY_JOB_SUCCEEDED,
+            Some("False"),
+            "True",
+            reasons::APPLY_SUCCEEDED,
+        );
+        let mut out = Outbox::default();
+        transition_events(
+            &mut out,
+            std::slice::from_ref(&job),
+            &[reason::JOB_SUCCEEDED],
+        );
+        assert_eq!(out.events(), &[]);
+        let kept = [
+            job,
+            t(
+                ctype::OUTPUTS_VALID,
+                None,
+                "False",
+                reasons::OUTPUTS_MISSING,
+            ),
+            t(
+                ctype::INFRASTRUCTURE_HEALTHY,
+                Some("True"),
+                "Unknown",
+                reasons::HEALTH_UNKNOWN,
+            ),
+        ];
+        let mut out = Outbox::default();
+        transition_events(&mut out, &kept, &[reason::PROVISIONED]);
+        let got: Vec<_> = out.events().iter().map(|e| (e.reason, e.warning)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (reason::OUTPUTS_INVALID, true),
+                (reason::CONDITION_CHANGED, false),
+            ]
+        );
+        assert!(
+            out.events()[1]
+                .note
+                .starts_with("ApplyJobSucceeded is True")
+        );
+        assert!(
+            out.events()[1]
+                .note
+                .contains("; InfrastructureHealthy is Unknown")
         );
     }
 
@@ -610,15 +769,17 @@ mod event_tests {
         transition_events(
             &mut out,
             &[
-                t(ctype::PAUSED, None, "False", reasons::NOT_PAUSED),
+                t(ctype::PAUSED, Some("False"), "False", "SomeOtherReason"),
                 t(
                     ctype::AUTOSCALING_ACTIVE,
-                    None,
+                    Some("True"),
                     "False",
                     reasons::AUTOSCALING_DISABLED,
                 ),
             ],
+            &[],
         );
+        assert_eq!(out.events().len(), 1, "{:?}", out.events());
         assert!(
             out.events().iter().all(|e| !e.warning),
             "{:?}",
@@ -641,6 +802,7 @@ mod event_tests {
                     reasons::RBAC_FAILED,
                 ),
             ],
+            &[],
         );
         assert!(out.events().iter().all(|e| e.warning), "{:?}", out.events());
     }

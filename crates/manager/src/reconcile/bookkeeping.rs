@@ -722,7 +722,18 @@ pub fn releases(p: &Pass<'_>, books: &Books, cluster_name: &str) -> Vec<(String,
     books
         .kept
         .iter()
-        .map(|k| (k.record.name.clone(), cluster_lease.clone()))
+        .map(|k| {
+            // Only an apply, destroy or restore takes the cluster's write lease (the cluster
+            // operation gate): a drift check, refresh or plan has none to give back.
+            let gated = matches!(
+                k.record.operation,
+                Operation::Apply | Operation::Destroy | Operation::Restore
+            );
+            (
+                k.record.name.clone(),
+                cluster_lease.clone().filter(|_| gated),
+            )
+        })
         .collect()
 }
 

@@ -83,7 +83,12 @@ async fn pass(target: &Target, ctx: &Context) -> Result<Action, Error> {
             return Err(e);
         }
     };
+    let pass_events: Vec<&'static str> = (p.announced.events().iter())
+        .chain(p.outbox.events())
+        .map(|e| e.reason)
+        .collect();
     let facts = report::Facts {
+        pass_events: &pass_events,
         status: &p.facts,
         findings: &p.findings,
         generation: p.generation,

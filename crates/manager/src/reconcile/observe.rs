@@ -123,6 +123,9 @@ pub struct Observation {
     /// Whether a Job of the object was bookkept in this pass with its state read fresh from the
     /// API server, or none was read (the state then rests on what the caches showed).
     pub state_fresh: bool,
+    /// The state Secrets as this pass listed them from the API server (not when the state was
+    /// read from what an earlier pass decoded).
+    pub state_listed: Option<Vec<k8s_openapi::api::core::v1::Secret>>,
     /// What Act must write besides the decision and the status.
     pub writes: Writes,
     /// `status.stateBackups` as Observe read it, and the sizes of the sets it does not list.
@@ -201,6 +204,7 @@ impl Observation {
             restore: None,
             externally_managed: true,
             state_fresh: false,
+            state_listed: None,
             writes: Writes::default(),
             backup_sizes: std::collections::BTreeMap::new(),
         }
@@ -386,9 +390,14 @@ fn active_job(p: &mut Pass<'_>, o: &mut Observation) {
             ctype::DRIFT_JOB_SUCCEEDED,
             ConditionStatus::Unknown,
             reasons::DRIFT_JOB_RUNNING,
-            &format!("Job {} is running", a.name),
+            &running_message(&a.name),
         );
     }
+}
+
+/// `DriftJobSucceeded`'s message while drift or refresh Job `job` runs.
+pub fn running_message(job: &str) -> String {
+    format!("Job {job} is running")
 }
 
 /// History beyond the limits goes (Job names and history), never a Job bookkept this pass: the
@@ -485,8 +494,9 @@ async fn credentials(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error>
 async fn read_state(p: &mut Pass<'_>, o: &mut Observation) -> Result<(), Error> {
     let fresh = !o.books.kept.is_empty();
     let (client, caches) = (&p.ctx.client, &p.ctx.caches);
-    let view = state::observe(client, caches, &p.ns, &p.suffix, &p.uid, fresh).await?;
+    let (view, listed) = state::observe(client, caches, &p.ns, &p.suffix, &p.uid, fresh).await?;
     o.state_fresh = fresh;
+    o.state_listed = listed;
     o.state_created = view.base_created;
     o.state_version = Some(view.version.clone());
     o.state_digest = Some(view.digest.clone());
@@ -774,7 +784,20 @@ fn apply_outputs(p: &mut Pass<'_>, o: &mut Observation) {
 }
 
 /// `status.source`: the image and digest the durable inputs record, the runtime state reports.
+/// A pass that did not read the state (a Job is active) keeps the runtime the status shows: the
+/// field does not go away while a Job runs, to come back when it finished.
 fn source_status(p: &mut Pass<'_>, o: &Observation) {
+    let runtime_version = match (&o.summary, &o.state_version) {
+        (Some(s), _) => Some(s.runtime_version.clone()),
+        (None, Some(_)) => None,
+        (None, None) => p
+            .facts
+            .before
+            .workload()
+            .source
+            .as_ref()
+            .and_then(|s| s.runtime_version.clone()),
+    };
     p.facts.record(Fact::Source {
         image: o
             .durable
@@ -786,7 +809,7 @@ fn source_status(p: &mut Pass<'_>, o: &Observation) {
                 .annotation(annotations::IMAGE_DIGEST)
                 .map(str::to_owned)
         }),
-        runtime_version: o.summary.as_ref().map(|s| s.runtime_version.clone()),
+        runtime_version,
     });
 }
 

@@ -42,6 +42,9 @@ pub struct Facts<'a> {
     pub ready_inputs: &'a [&'a str],
     /// The newest active Job the pass observed.
     pub active: Option<&'a JobRecord>,
+    /// The reasons of the events the pass's steps already queued (a condition change one of
+    /// them announces gets no `ConditionChanged`).
+    pub pass_events: &'a [&'static str],
 }
 
 /// The new status and what to announce once it is written.
@@ -85,7 +88,7 @@ pub fn report(observed: &Observed, acted: &Acted, facts: &Facts<'_>) -> Reported
             name: a.name.clone(),
             operation: a.operation,
             attempt: a.attempt as i32,
-            start_time: a.started.and_then(crate::pass::status::to_time),
+            start_time: active_start(&facts.status.before, a),
         }),
         (None, None) => None,
     };
@@ -109,7 +112,9 @@ pub fn report(observed: &Observed, acted: &Acted, facts: &Facts<'_>) -> Reported
             ),
         );
     }
-    crate::pass::conditions::transition_events(&mut events, &transitions);
+    let mut pass_events: Vec<&str> = facts.pass_events.to_vec();
+    pass_events.extend(events.events().iter().map(|e| e.reason));
+    crate::pass::conditions::transition_events(&mut events, &transitions, &pass_events);
     let w = status.workload_mut();
     w.active_job = active_job;
     w.observed_generation = facts.generation;
@@ -123,6 +128,22 @@ pub fn report(observed: &Observed, acted: &Acted, facts: &Facts<'_>) -> Reported
         events,
         lease_wait,
     }
+}
+
+/// When the active Job was created (`status.activeJob.startTime`): as the status already records
+/// it for this very Job (the pass that created the Job wrote it), else the Job's creation time.
+/// A pass that sees the Job running writes no status only to restate when it began.
+fn active_start(before: &StatusDraft, a: &JobRecord) -> Option<Time> {
+    let recorded = before.workload().active_job.as_ref();
+    recorded
+        .filter(|j| j.name == a.name)
+        .and_then(|j| j.start_time.clone())
+        .or_else(|| {
+            (a.created != std::time::SystemTime::UNIX_EPOCH)
+                .then(|| crate::pass::status::to_time(a.created))
+                .flatten()
+        })
+        .or_else(|| a.started.and_then(crate::pass::status::to_time))
 }
 
 /// On-demand checks: the `captf.io/requested-at` value this pass's status records as handled,
@@ -146,6 +167,16 @@ fn started(conds: &mut Conditions, start: &decide::StartJob, job: &str, provisio
             ConditionStatus::False,
             reasons::PROVISIONING,
             "The first apply is running",
+        );
+    }
+    // What the passes that see the Job running report (Observe's `active_job`), said by the pass
+    // that starts it: the next pass has nothing to write.
+    if matches!(start.operation, Operation::Drift | Operation::Refresh) {
+        conds.set(
+            ctype::DRIFT_JOB_SUCCEEDED,
+            ConditionStatus::Unknown,
+            reasons::DRIFT_JOB_RUNNING,
+            &crate::reconcile::observe::running_message(job),
         );
     }
     if start.drift_remediation() {
@@ -482,6 +513,7 @@ mod tests {
                 now: at(2_000),
                 ready_inputs: inputs,
                 active: None,
+                pass_events: &[],
             },
         )
     }
@@ -719,6 +751,35 @@ mod tests {
         assert_eq!(handled(&answered, &nothing()).as_deref(), Some("7"));
     }
 
+    /// The pass that starts a drift check reports it running, as every later pass that sees it
+    /// running does: the pass after it writes no status.
+    #[test]
+    fn a_started_drift_check_reports_it_running() {
+        let start = StartJob {
+            operation: Operation::Drift,
+            reason: StartReason::DriftCheck,
+            attempt: 1,
+            tick: Some("t".into()),
+            inputs_hash: "h".into(),
+            restore: None,
+        };
+        let job = "captf-c-c-drift-a1-abcdef";
+        let a = Acted {
+            started: Some((start.clone(), job.into())),
+            ..acted(Decision::StartJob(start))
+        };
+        let r = run(&observed(), &a, healthy(), |_| {});
+        let c = get(&r, ctype::DRIFT_JOB_SUCCEEDED);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.clone()),
+            (
+                "Unknown",
+                reasons::DRIFT_JOB_RUNNING,
+                crate::reconcile::observe::running_message(job)
+            )
+        );
+    }
+
     #[test]
     fn a_started_first_apply_reports_provisioning_and_the_active_job() {
         let o = Observed {
@@ -751,6 +812,69 @@ mod tests {
             reasons::PROVISIONING
         );
         assert_eq!(get(&r, ctype::READY).reason, reasons::PROVISIONING);
+    }
+
+    /// A running Job's `activeJob.startTime` is what the pass that created it recorded: a later
+    /// pass does not restate it from the Job (whose `status.startTime` the Job controller sets a
+    /// moment later); a Job the status does not show yet gets its creation time.
+    #[test]
+    fn a_running_jobs_start_time_is_kept_as_recorded() {
+        let record = decide::JobRecord {
+            name: "captf-c-c-apply-a1-abcdef".into(),
+            operation: Operation::Apply,
+            attempt: 1,
+            tick: None,
+            inputs_hash: "h".into(),
+            created: SystemTime::UNIX_EPOCH + Duration::from_secs(1_001),
+            started: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_003)),
+            finished: None,
+            outcome: None,
+            drift_remediation: false,
+            requested: None,
+            run_secret_exists: true,
+            pod_ever_started: false,
+            module_never_started: false,
+            pull_failure: None,
+        };
+        let start = |recorded: Option<ActiveJob>| {
+            let mut before = TerraformClusterStatus::default();
+            before.workload.conditions = Some(healthy());
+            before.workload.active_job = recorded;
+            let facts = StatusFacts::new(StatusDraft::Cluster(before));
+            let findings = Findings::new(Some(healthy()));
+            let r = report(
+                &observed(),
+                &acted(Decision::Wait {
+                    reason: decide::WaitReason::JobActive {
+                        job: record.name.clone(),
+                    },
+                    requeue_after: None,
+                }),
+                &Facts {
+                    status: &facts,
+                    findings: &findings,
+                    generation: Some(2),
+                    now: at(2_000),
+                    ready_inputs: ctype::READY_INPUTS_PROVISIONED,
+                    active: Some(&record),
+                    pass_events: &[],
+                },
+            );
+            r.status.workload().active_job.clone().unwrap().start_time
+        };
+        let recorded = ActiveJob {
+            name: record.name.clone(),
+            operation: Operation::Apply,
+            attempt: 1,
+            start_time: Some(at(1_000)),
+        };
+        assert_eq!(start(Some(recorded.clone())), Some(at(1_000)));
+        let other = ActiveJob {
+            name: "captf-c-c-apply-a0-000000".into(),
+            ..recorded
+        };
+        assert_eq!(start(Some(other)), Some(at(1_001)));
+        assert_eq!(start(None), Some(at(1_001)));
     }
 
     /// The whole status is Report's: the fields Observe recorded as facts (a finished Job's
@@ -800,6 +924,7 @@ mod tests {
                 now: at(2_000),
                 ready_inputs: ctype::READY_INPUTS_PROVISIONED,
                 active: None,
+                pass_events: &[],
             },
         );
         let w = r.status.workload();

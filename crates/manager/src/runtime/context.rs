@@ -14,7 +14,6 @@ use contract::names::ObjectKind;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::runtime::caches::Caches;
@@ -84,7 +83,7 @@ pub struct Context {
     /// The metrics.
     pub metrics: Metrics,
     /// The event recorder.
-    pub recorder: Recorder,
+    pub recorder: crate::runtime::events::Recorder,
     /// What passes read: filled by [`crate::controller::run`], empty until then.
     pub caches: Caches,
     /// The clock Decide's schedule reads ([`Clock`]).
@@ -123,12 +122,10 @@ impl std::fmt::Debug for Context {
 impl Context {
     /// A context for `client`.
     pub fn new(client: Client, settings: Settings, metrics: Metrics) -> Self {
-        let recorder = Recorder::new(
+        let recorder = crate::runtime::events::Recorder::new(
             client.clone(),
-            Reporter {
-                controller: CONTROLLER_NAME.to_owned(),
-                instance: Some(settings.instance.clone()),
-            },
+            CONTROLLER_NAME,
+            &settings.instance,
         );
         Self {
             client,

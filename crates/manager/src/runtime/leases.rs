@@ -119,8 +119,11 @@ async fn holder_held(jobs: &Api<Job>, clock: &LeaseClock, lease: &Lease) -> kube
 /// What taking a lease found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Take {
-    /// Held by this Job now.
-    Taken,
+    /// Held by this Job now; `created` when the lease did not exist before.
+    Taken {
+        /// The lease was created by this take.
+        created: bool,
+    },
     /// Held by another live Job.
     HeldBy(String),
 }
@@ -214,7 +217,7 @@ pub async fn take(
                 match api.create(&PostParams::default(), &lease).await {
                     Ok(written) => {
                         clock.wrote(&written, Instant::now());
-                        return Ok(Take::Taken);
+                        return Ok(Take::Taken { created: true });
                     }
                     Err(e) if is_conflict(&e) => {}
                     Err(e) => return Err(e),
@@ -239,7 +242,7 @@ pub async fn take(
                 match api.replace(name, &PostParams::default(), &lease).await {
                     Ok(written) => {
                         clock.wrote(&written, Instant::now());
-                        return Ok(Take::Taken);
+                        return Ok(Take::Taken { created: false });
                     }
                     Err(e) if is_conflict(&e) => {}
                     Err(e) => return Err(e),

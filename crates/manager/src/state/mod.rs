@@ -85,7 +85,9 @@ fn version_of<'a>(metas: impl Iterator<Item = &'a ObjectMeta>) -> String {
 /// finished since the last pass: the Secret cache may not show the state it wrote yet) the
 /// state is listed from the API server whatever the cache shows. A pass that adopted the state
 /// keeps what it decoded of the Secrets its adoption wrote ([`remember_adopted`]), valid once the
-/// cache shows those very resourceVersions; until then the read lists the state again.
+/// cache shows those very resourceVersions; until then the read lists the state again. Returns
+/// the listed Secrets too when it listed them (the pass's adoption writes onto those, under
+/// their resourceVersions, without listing them again).
 pub async fn observe(
     client: &kube::Client,
     caches: &Caches,
@@ -93,7 +95,7 @@ pub async fn observe(
     suffix: &str,
     uid: &str,
     fresh: bool,
-) -> kube::Result<Arc<StateView>> {
+) -> kube::Result<(Arc<StateView>, Option<Vec<Secret>>)> {
     let key = decoded_key(uid);
     let cached = caches.secrets_labelled(ns, labels::TFSTATE_SECRET_SUFFIX, suffix);
     if !fresh
@@ -101,12 +103,12 @@ pub async fn observe(
             .decoded
             .get::<StateView>(&key, &version_of(cached.iter().map(|s| &s.metadata)))
     {
-        return Ok(view);
+        return Ok((view, None));
     }
     let secrets = list_state_secrets(client, ns, suffix).await?;
     let view = Arc::new(view_of(suffix, &secrets));
     caches.decoded.put(&key, &view.version, view.clone());
-    Ok(view)
+    Ok((view, Some(secrets)))
 }
 
 /// What a pass reads of the state Secrets `secrets`.
@@ -214,20 +216,27 @@ pub struct Adopted {
 
 /// After a successful apply or restore: every chunk Secret gets an owner reference to the object,
 /// and the base Secret records the applied inputs hash. The adopting pass knows what it wrote,
-/// so these writes wake no one (see [`crate::runtime::caches::OwnWrites`]).
+/// so these writes wake no one (see [`crate::runtime::caches::OwnWrites`]). It writes onto
+/// `listed` (the state Secrets this pass listed from the API server) when given, else lists
+/// them: every write carries the Secret's resourceVersion, so a Secret changed since is refused,
+/// never overwritten.
 pub async fn adopt(
     client: &kube::Client,
-    ns: &str,
-    suffix: &str,
+    (ns, suffix): (&str, &str),
     owner: &OwnerReference,
     inputs_hash: &str,
     own_writes: &crate::runtime::caches::OwnWrites,
+    listed: Option<Vec<Secret>>,
 ) -> kube::Result<Adopted> {
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let base = state_secret_name(suffix);
     let mut after: Vec<Secret> = Vec::new();
     let mut changed = false;
-    for secret in list_state_secrets(client, ns, suffix).await? {
+    let secrets = match listed {
+        Some(secrets) => secrets,
+        None => list_state_secrets(client, ns, suffix).await?,
+    };
+    for secret in secrets {
         let name = secret.metadata.name.clone().unwrap_or_default();
         let mut owners = secret.metadata.owner_references.clone().unwrap_or_default();
         let owned = owners.iter().any(|o| o.uid == owner.uid);

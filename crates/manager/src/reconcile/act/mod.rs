@@ -93,7 +93,7 @@ async fn carry_out(p: &mut Pass<'_>, o: &mut Observation, acted: &mut Acted) -> 
         reason: WaitReason::MachineOperations { operation, job },
         ..
     } = &acted.decision
-        && let Some(reason) =
+        && let Err(reason) =
             start::take_run_and_cluster_leases(p, &o.cluster_name, *operation, job).await?
     {
         acted.decision = Decision::Wait {
@@ -124,6 +124,7 @@ async fn carry_out(p: &mut Pass<'_>, o: &mut Observation, acted: &mut Acted) -> 
     match &acted.decision {
         Decision::AddFinalizer => {
             add_finalizer(p).await?;
+            until_cached(p).await;
             acted.stop_after_patch = true;
         }
         Decision::DeleteStuckJob { job, why } => {
@@ -255,6 +256,36 @@ async fn add_finalizer(p: &mut Pass<'_>) -> Result<(), Error> {
     p.patch_object(&patch).await
 }
 
+/// How long the pass that adds the finalizer waits for the cache to show it.
+const FINALIZER_SEEN_WITHIN: Duration = Duration::from_secs(1);
+
+/// Waits, up to [`FINALIZER_SEEN_WITHIN`], until the object's cache shows a version newer than
+/// the one the pass began from (the finalizer's own, or a later one). A pass that another watch
+/// wakes meanwhile (the Secrets created with a moved object, say) runs once this one ended, on
+/// the object with its finalizer, instead of adding it again under the old resourceVersion (a
+/// refused write, and one more pass).
+async fn until_cached(p: &Pass<'_>) {
+    use crate::runtime::context::Target;
+    use kube::runtime::reflector::ObjectRef;
+    let began = p.target.meta().resource_version.clone();
+    let (caches, ns, name) = (&p.ctx.caches, p.ns.as_str(), p.name.as_str());
+    let cached = || match p.target {
+        Target::Cluster(_) => (caches.terraform_clusters)
+            .get(&ObjectRef::new(name).within(ns))
+            .and_then(|o| o.metadata.resource_version.clone()),
+        Target::Machine(_) => (caches.terraform_machines)
+            .get(&ObjectRef::new(name).within(ns))
+            .and_then(|o| o.metadata.resource_version.clone()),
+        Target::Pool(_) => (caches.terraform_machine_pools)
+            .get(&ObjectRef::new(name).within(ns))
+            .and_then(|o| o.metadata.resource_version.clone()),
+    };
+    let deadline = std::time::Instant::now() + FINALIZER_SEEN_WITHIN;
+    while cached() == began && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Deletion order's cleanup: mirror ownership, leases, durable inputs, then state (last: a
 /// cleanup cut short is finished by the next pass, which still finds the succeeded destroy).
 async fn cleanup(p: &mut Pass<'_>, cluster_name: &str) -> Result<(), Error> {
@@ -288,6 +319,10 @@ pub async fn finish(
         p.outbox.extend(reported.events);
         last = Some(reported.status);
         cleanup(&mut p, &o.cluster_name).await?;
+    } else if acted.decision == Decision::AddFinalizer {
+        // The pass that adds the finalizer writes no status: the next pass, a moment later,
+        // writes the same conditions and announces their transitions (Status: no pass whose
+        // only write is a status another pass writes anyway).
     } else if !report::write_status(&mut p, reported).await? {
         // The object changed since the cache showed it (or it is gone): the newer version
         // wakes this object again; of this pass only the writes already made are announced.

@@ -148,10 +148,11 @@ pub(super) async fn start_job(
         ctx.caches.created.add(existing);
         return Ok(Started::Yes(job_name));
     }
-    if let Some(wait) = take_leases(p, &cluster_name, op, &job_name).await? {
-        return Ok(Started::Wait(wait));
-    }
-    confirm_state(p, o, &cluster_name, &job_name).await?;
+    let run_lease_created = match take_leases(p, &cluster_name, op, &job_name).await? {
+        Ok(created) => created,
+        Err(wait) => return Ok(Started::Wait(wait)),
+    };
+    confirm_state(p, o, (&cluster_name, &job_name), run_lease_created).await?;
     let force_unlock = match lock(p, &cluster_name, &job_name).await? {
         Ok(unlock) => unlock,
         Err(wait) => return Ok(Started::Wait(wait)),
@@ -289,7 +290,7 @@ async fn take_leases(
     cluster_name: &str,
     op: Operation,
     job_name: &str,
-) -> Result<Option<WaitReason>, Error> {
+) -> Result<Result<bool, WaitReason>, Error> {
     let gated = matches!(
         op,
         Operation::Apply | Operation::Destroy | Operation::Restore
@@ -297,25 +298,27 @@ async fn take_leases(
     let gate = p.ctx.settings.cluster_operation_gate && gated && !cluster_name.is_empty();
     let (client, ns) = (&p.ctx.client, &p.ns);
     if gate && p.kind == ObjectKind::Cluster {
-        if let Some(wait) = take_run_and_cluster_leases(p, cluster_name, op, job_name).await? {
-            return Ok(Some(wait));
-        }
+        let created = match take_run_and_cluster_leases(p, cluster_name, op, job_name).await? {
+            Ok(created) => created,
+            Err(wait) => return Ok(Err(wait)),
+        };
         // The cluster keeps both leases while it waits: machines wait behind it meanwhile.
         if leases::machines_operating(client, &p.ctx.caches.lease_clock, ns, cluster_name).await?
             > 0
         {
-            return Ok(Some(WaitReason::MachineOperations {
+            return Ok(Err(WaitReason::MachineOperations {
                 operation: op,
                 job: job_name.to_owned(),
             }));
         }
-        return Ok(None);
+        return Ok(Ok(created));
     }
-    if let Some(wait) = take_run_lease(p, cluster_name, op, job_name).await? {
-        return Ok(Some(wait));
-    }
+    let created = match take_run_lease(p, cluster_name, op, job_name).await? {
+        Ok(created) => created,
+        Err(wait) => return Ok(Err(wait)),
+    };
     if !gate {
-        return Ok(None);
+        return Ok(Ok(created));
     }
     let cluster_lease = cluster_lease_name(ns, cluster_name);
     if leases::live_holder(client, &p.ctx.caches.lease_clock, ns, &cluster_lease)
@@ -323,18 +326,19 @@ async fn take_leases(
         .is_some()
     {
         give_back_run_lease(p, job_name).await?;
-        return Ok(Some(WaitReason::ClusterOperation { operation: op }));
+        return Ok(Err(WaitReason::ClusterOperation { operation: op }));
     }
-    Ok(None)
+    Ok(Ok(created))
 }
 
-/// The object's run lease for `job_name`; `Some(wait)` when another Job holds it.
+/// The object's run lease for `job_name`: whether this take created it, or the wait when
+/// another Job holds it.
 async fn take_run_lease(
     p: &Pass<'_>,
     cluster_name: &str,
     op: Operation,
     job_name: &str,
-) -> Result<Option<WaitReason>, Error> {
+) -> Result<Result<bool, WaitReason>, Error> {
     let labels = leases::lease_labels(leases::RUN_LEASE, p.kind_name(), &p.name, cluster_name);
     let run_lease = run_lease_name(&p.suffix);
     match leases::take(
@@ -349,11 +353,11 @@ async fn take_run_lease(
     )
     .await?
     {
-        Take::HeldBy(holder) => Ok(Some(WaitReason::RunLease {
+        Take::HeldBy(holder) => Ok(Err(WaitReason::RunLease {
             operation: op,
             job: holder,
         })),
-        Take::Taken => Ok(None),
+        Take::Taken { created } => Ok(Ok(created)),
     }
 }
 
@@ -388,19 +392,26 @@ async fn take_cluster_lease(
     Ok(None)
 }
 
-/// A cluster's run lease, then its cluster write lease, for `job_name`; `Some(wait)` when another
-/// Job holds one (the run lease is given back then). A cluster starting a gated Job takes both,
-/// and a cluster waiting for its machines' operations holds (and so renews) both this way.
+/// A cluster's run lease, then its cluster write lease, for `job_name`: whether the run lease
+/// was created, or the wait when another Job holds one (the run lease is given back then). A
+/// cluster starting a gated Job takes both, and a cluster waiting for its machines' operations
+/// holds (and so renews) both this way.
 pub(super) async fn take_run_and_cluster_leases(
     p: &Pass<'_>,
     cluster_name: &str,
     op: Operation,
     job_name: &str,
-) -> Result<Option<WaitReason>, Error> {
-    if let Some(wait) = take_run_lease(p, cluster_name, op, job_name).await? {
-        return Ok(Some(wait));
-    }
-    take_cluster_lease(p, cluster_name, op, job_name).await
+) -> Result<Result<bool, WaitReason>, Error> {
+    let created = match take_run_lease(p, cluster_name, op, job_name).await? {
+        Ok(created) => created,
+        Err(wait) => return Ok(Err(wait)),
+    };
+    Ok(
+        match take_cluster_lease(p, cluster_name, op, job_name).await? {
+            Some(wait) => Err(wait),
+            None => Ok(created),
+        },
+    )
 }
 
 /// The state lock: free, stale (the Job force-unlocks it), or held by something else (the Job
@@ -467,16 +478,23 @@ pub(super) async fn give_back_run_lease(p: &Pass<'_>, job_name: &str) -> Result<
 /// (or, for a first Job, not show a state another manager's Job wrote at all), and a decision
 /// made on the older state would run the operation again (a second apply of the same inputs,
 /// say). A state that changed gives the leases back and ends the pass: the next pass, a second
-/// later, reads the state from the API server and decides again.
+/// later, reads the state from the API server and decides again. Not asked when the pass listed
+/// the state from the API server itself and then created the run lease: a lease that did not
+/// exist means no Job of the object ran in between.
 async fn confirm_state(
     p: &Pass<'_>,
     o: &Observation,
-    cluster_name: &str,
-    job_name: &str,
+    (cluster_name, job_name): (&str, &str),
+    run_lease_created: bool,
 ) -> Result<(), Error> {
     let Some(version) = o.state_version.as_deref() else {
         return Ok(());
     };
+    // Read from the API server in this very pass, before a run lease that did not exist yet:
+    // no Job of the object ran since, so the state is the one the pass read.
+    if o.state_listed.is_some() && run_lease_created {
+        return Ok(());
+    }
     let (client, caches) = (&p.ctx.client, &p.ctx.caches);
     if state::still_current(client, caches, &p.ns, &p.suffix, &p.uid, version).await? {
         return Ok(());

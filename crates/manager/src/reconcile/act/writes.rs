@@ -131,11 +131,11 @@ async fn adopt(
 ) -> Result<(), Error> {
     let adopted = state::adopt(
         &p.ctx.client,
-        &p.ns,
-        &p.suffix,
+        (&p.ns, &p.suffix),
         &p.target.owner_reference(false),
         inputs_hash,
         &p.ctx.caches.own_writes,
+        o.state_listed.take(),
     )
     .await?;
     let view = state::remember_adopted(&p.ctx.caches, &p.uid, &p.suffix, &adopted.secrets);
