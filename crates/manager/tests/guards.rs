@@ -336,7 +336,16 @@ async fn a_killed_pod_is_interrupted_and_retried_at_once() {
         killed.get("captf.io/interrupted").map(String::as_str),
         Some("true")
     );
-    let enc = mgr.metrics.encode();
+    // The pass marks the Job bookkept and counts it right after: wait for the count too.
+    let enc = eventually(
+        Duration::from_secs(10),
+        "the interrupted Job counted",
+        || async {
+            let enc = mgr.metrics.encode();
+            (metric(&enc, "captf_jobs_total", &["result=\"interrupted\""]) >= 1.0).then_some(enc)
+        },
+    )
+    .await;
     assert!(
         (metric(&enc, "captf_jobs_total", &["result=\"interrupted\""]) - 1.0).abs() < 1e-9,
         "{enc}"
