@@ -11,6 +11,13 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
+# rust-toolchain.toml pins the Rust toolchain; rustup installs it here when it is missing, before
+# any recipe runs cargo (the script is quiet and quick when the toolchain is there).
+RUST_TOOLCHAIN_CHECK := $(shell hack/rust-toolchain.sh >&2 || echo failed)
+ifneq ($(RUST_TOOLCHAIN_CHECK),)
+$(error hack/rust-toolchain.sh could not install the Rust toolchain rust-toolchain.toml pins)
+endif
+
 CAPTF_CACHE ?= $(HOME)/.cache/captf
 export CARGO_TARGET_DIR ?= $(CURDIR)/target
 export CAPTF_TESTBIN ?= $(CAPTF_CACHE)/testbin
