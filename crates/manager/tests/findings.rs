@@ -326,6 +326,47 @@ async fn the_paused_branch_does_only_what_the_book_lists() {
     assert!(jobs_of(&client, &ns, "paused").await.is_empty());
 }
 
+/// The pass that adds the finalizer to a paused object writes its status too (`Paused=True`):
+/// no later pass acts on it until the unpause, so none would write it (as `clusterctl move`
+/// creates objects, paused, and the adoption's pass count relies on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_finalizer_pass_of_a_paused_object_reports_paused() {
+    let Fx {
+        images, client, ns, ..
+    } = fixture_with_identity("pausedfin").await;
+    cluster(&client, &ns, "pausedfin", "id-pausedfin", &images.cluster).await;
+    patch_json(
+        &client,
+        &ns,
+        "TerraformCluster",
+        "pausedfin",
+        json!({"metadata": {"annotations": {annotations::PAUSED: ""}}}),
+    )
+    .await;
+
+    let passes = Passes::start(&client, &ns, &images, "passes-pausedfin").await;
+    passes
+        .caught_up(&client, &ns, "TerraformCluster", "pausedfin")
+        .await;
+    passes
+        .pass(target(&client, &ns, "TerraformCluster", "pausedfin").await)
+        .await;
+
+    let after = get_json(&client, &ns, TC, "TerraformCluster", "pausedfin").await;
+    let held = after["metadata"]["finalizers"].as_array().cloned();
+    assert_eq!(
+        held.unwrap_or_default(),
+        vec![json!(finalizers::TERRAFORM_CLUSTER)],
+        "{after:#}"
+    );
+    assert_eq!(
+        condition(&after, "Paused"),
+        Some(("True".to_owned(), "Paused".to_owned())),
+        "{after:#}"
+    );
+    assert!(jobs_of(&client, &ns, "pausedfin").await.is_empty());
+}
+
 /// Finding 14, first fallback: a deleting TerraformCluster without the cluster-name label, whose
 /// Cluster is gone, finds its dependents by its Cluster owner reference's name: its machines
 /// hold its deletion (`DeletionBlocked=True/DependentsExist`), and the finalizer stays.

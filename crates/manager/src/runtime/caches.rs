@@ -98,7 +98,7 @@ pub struct Caches {
 /// backups it copied (Terraform State "Backups") and its own clusterctl move block. The watch event
 /// of such a write wakes no one, since a pass over it would find nothing new. The finalizer a
 /// first pass adds is not among them: that pass stops for it to be seen (The Reconcile Lifecycle,
-/// step 3).
+/// step 3), unless the object is paused (that pass wrote what the paused branch writes).
 ///
 /// A write is expected, by kind, namespace and name, before it is sent: its event may reach the
 /// watch before its response reaches the pass. The first event of the object while the write is

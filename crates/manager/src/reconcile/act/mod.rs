@@ -47,7 +47,8 @@ pub struct Acted {
     pub started: Option<(StartJob, String)>,
     /// When to look again.
     pub requeue: Option<Duration>,
-    /// The pass stops after the status patch (the finalizer was just added).
+    /// The pass stops after the status patch and looks again at once (the finalizer was just
+    /// added to an object that is not paused).
     pub stop_after_patch: bool,
     /// The state backup this pass copied, for `status.stateBackups`.
     pub taken_backup: Option<api::status::StateBackup>,
@@ -123,9 +124,11 @@ async fn carry_out(p: &mut Pass<'_>, o: &mut Observation, acted: &mut Acted) -> 
     }
     match &acted.decision {
         Decision::AddFinalizer => {
-            add_finalizer(p).await?;
+            add_finalizer(p, o.owner.paused).await?;
             until_cached(p).await;
-            acted.stop_after_patch = true;
+            // A paused object is looked at again when it is unpaused (a watch event), not at
+            // once: this pass did all its paused branch does.
+            acted.stop_after_patch = !o.owner.paused;
         }
         Decision::DeleteStuckJob { job, why } => {
             if matches!(why, decide::Stuck::Deleting)
@@ -249,11 +252,18 @@ async fn set_block_move(p: &mut Pass<'_>, on: bool) -> Result<(), Error> {
     p.patch_object_accounted(&patch).await
 }
 
-async fn add_finalizer(p: &mut Pass<'_>) -> Result<(), Error> {
+/// Adds the finalizer. On a paused object the write is one this pass accounts for (its watch
+/// event wakes no one): the pass writes the status as well, and nothing is left for another
+/// pass before the unpause.
+async fn add_finalizer(p: &mut Pass<'_>, paused: bool) -> Result<(), Error> {
     let mut finalizers = p.target.meta().finalizers.clone().unwrap_or_default();
     finalizers.push(p.target.finalizer().to_owned());
     let patch = serde_json::json!({"metadata": {"finalizers": finalizers}});
-    p.patch_object(&patch).await
+    if paused {
+        p.patch_object_accounted(&patch).await
+    } else {
+        p.patch_object(&patch).await
+    }
 }
 
 /// How long the pass that adds the finalizer waits for the cache to show it.
@@ -319,10 +329,11 @@ pub async fn finish(
         p.outbox.extend(reported.events);
         last = Some(reported.status);
         cleanup(&mut p, &o.cluster_name).await?;
-    } else if acted.decision == Decision::AddFinalizer {
+    } else if acted.decision == Decision::AddFinalizer && !o.owner.paused {
         // The pass that adds the finalizer writes no status: the next pass, a moment later,
         // writes the same conditions and announces their transitions (Status: no pass whose
-        // only write is a status another pass writes anyway).
+        // only write is a status another pass writes anyway). On a paused object no next pass
+        // acts until the unpause, so this one writes `Paused=True` with the rest.
     } else if !report::write_status(&mut p, reported).await? {
         // The object changed since the cache showed it (or it is gone): the newer version
         // wakes this object again; of this pass only the writes already made are announced.
