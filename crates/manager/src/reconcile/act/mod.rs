@@ -329,11 +329,11 @@ pub async fn finish(
         p.outbox.extend(reported.events);
         last = Some(reported.status);
         cleanup(&mut p, &o.cluster_name).await?;
-    } else if acted.decision == Decision::AddFinalizer && !o.owner.paused {
-        // The pass that adds the finalizer writes no status: the next pass, a moment later,
+    } else if acted.stop_after_patch {
+        // The pass that added the finalizer writes no status: the next pass, a moment later,
         // writes the same conditions and announces their transitions (Status: no pass whose
         // only write is a status another pass writes anyway). On a paused object no next pass
-        // acts until the unpause, so this one writes `Paused=True` with the rest.
+        // acts until the unpause, so that one writes `Paused=True` with the rest.
     } else if !report::write_status(&mut p, reported).await? {
         // The object changed since the cache showed it (or it is gone): the newer version
         // wakes this object again; of this pass only the writes already made are announced.
