@@ -100,3 +100,57 @@ fn the_tested_versions_are_the_test_binaries_versions() {
         )
     );
 }
+
+/// The default base images of the module Containerfiles are pinned by digest (a moved tag cannot
+/// change what a build ships), and the runtime ones are the Terraform and OpenTofu versions the
+/// suites test, the same as the image's RUNTIME_VERSION label.
+#[test]
+fn the_module_images_start_from_the_tested_runtimes_pinned_by_digest() {
+    let root = repo_root();
+    let terraform = version("terraform").unwrap();
+    let tofu = version("tofu").unwrap();
+    for file in [
+        "modules/noop/Containerfile.terraform",
+        "modules/noop/Containerfile.opentofu",
+        "modules/libvirt/Containerfile",
+    ] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let arg = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("ARG {name}=")))
+                .map(str::to_owned)
+        };
+        let runtime = arg("RUNTIME_VERSION").unwrap_or_else(|| panic!("{file}: RUNTIME_VERSION"));
+        let mut bases = 0;
+        for line in text.lines().filter(|l| l.starts_with("FROM ")) {
+            let from = line["FROM ".len()..].split_whitespace().next().unwrap();
+            if from == "scratch" {
+                continue;
+            }
+            let name = from
+                .strip_prefix("${")
+                .and_then(|f| f.strip_suffix('}'))
+                .unwrap_or_else(|| panic!("{file}: FROM {from} is not an ARG"));
+            let image = arg(name).unwrap_or_else(|| panic!("{file}: ARG {name} has no default"));
+            let (reference, digest) = image
+                .split_once("@sha256:")
+                .unwrap_or_else(|| panic!("{file}: {name}={image} is not pinned by digest"));
+            assert!(
+                digest.len() == 64 && digest.chars().all(|c| c.is_ascii_hexdigit()),
+                "{file}: {image}"
+            );
+            let tag = reference.rsplit_once(':').unwrap().1;
+            let expected = match name {
+                "TERRAFORM_IMAGE" => Some((terraform.trim_start_matches('v'), "")),
+                "TOFU_IMAGE" => Some((tofu.trim_start_matches('v'), "-minimal")),
+                _ => None,
+            };
+            if let Some((version, suffix)) = expected {
+                assert_eq!(tag, format!("{version}{suffix}"), "{file}: {name}");
+                assert_eq!(runtime, version, "{file}: RUNTIME_VERSION");
+            }
+            bases += 1;
+        }
+        assert!(bases > 0, "{file} has no base image");
+    }
+}
