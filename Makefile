@@ -302,17 +302,22 @@ manifests-release: ## Render a clusterctl repository into RELEASE_DIR for RELEAS
 	RELEASE_DIR='$(RELEASE_DIR)' RELEASE_IMG='$(RELEASE_IMG)' RELEASE_WEBHOOK_IMG='$(RELEASE_WEBHOOK_IMG)' \
 	  RELEASE_RUNNER_IMG='$(RELEASE_RUNNER_IMG)' VERSION='$(VERSION)' KUSTOMIZE='$(KUSTOMIZE)' hack/manifests-release.sh
 
-# A release cut on this machine (hack/release-snapshot.sh): every image for both platforms pushed to
-# SNAPSHOT_REGISTRY and signed, and into SNAPSHOT_DIR the clusterctl repository, the Linux tfcapi-lint
-# assets, an SBOM per binary and platform, images.txt, checksums.txt and its signature.
+# A release cut on this machine or by the release workflow (hack/release-snapshot.sh): every image
+# for both platforms pushed to SNAPSHOT_REGISTRY and signed, and into SNAPSHOT_DIR the clusterctl
+# repository, the tfcapi-lint assets (the Linux ones built here, those in SNAPSHOT_ASSETS built
+# elsewhere), an SBOM per binary and platform, images.txt, checksums.txt and its signature. Signed
+# with COSIGN_KEY, or keyless (COSIGN_KEYLESS=true, the workflow's OIDC identity).
 SNAPSHOT_PLATFORMS ?= linux/amd64,linux/arm64
 SNAPSHOT_DIR ?= out/release-snapshot/infrastructure-terraform/$(VERSION)
 SNAPSHOT_REGISTRY ?=
+SNAPSHOT_ASSETS ?=
 COSIGN_KEY ?=
+COSIGN_KEYLESS ?=
 
-release-snapshot: ## Cut a signed release into SNAPSHOT_DIR and SNAPSHOT_REGISTRY (VERSION=vX.Y.Z, COSIGN_KEY and COSIGN_PASSWORD; SNAPSHOT_PLATFORMS).
+release-snapshot: ## Cut a signed release into SNAPSHOT_DIR and SNAPSHOT_REGISTRY (VERSION=vX.Y.Z; COSIGN_KEY and COSIGN_PASSWORD, or COSIGN_KEYLESS=true; SNAPSHOT_PLATFORMS, SNAPSHOT_ASSETS).
 	DIR='$(SNAPSHOT_DIR)' REGISTRY='$(SNAPSHOT_REGISTRY)' VERSION='$(VERSION)' PLATFORMS='$(SNAPSHOT_PLATFORMS)' \
-	  COSIGN_KEY='$(COSIGN_KEY)' IMAGE_PROFILE='$(IMAGE_PROFILE)' LINT_PROFILE='$(LINT_PROFILE)' MAKE='$(MAKE)' \
+	  ASSETS='$(SNAPSHOT_ASSETS)' COSIGN_KEY='$(COSIGN_KEY)' COSIGN_KEYLESS='$(COSIGN_KEYLESS)' \
+	  IMAGE_PROFILE='$(IMAGE_PROFILE)' LINT_PROFILE='$(LINT_PROFILE)' MAKE='$(MAKE)' \
 	  hack/release-snapshot.sh
 
 # tfcapi-lint release assets: the Linux ones build here (PLATFORMS); .github/workflows/release.yaml

@@ -11,14 +11,24 @@
 #   4. an SPDX 2.3 SBOM per shipped binary and platform (<binary>-linux-<arch>.spdx.json, from the
 #      stripped binary the image or asset holds);
 #   5. images.txt (every image by digest), checksums.txt (sha256sum of every file), and cosign
-#      signatures: of each image (pushed beside it) and of checksums.txt (checksums.txt.sig), with
-#      cosign.pub, the public half of COSIGN_KEY.
+#      signatures: of each image (pushed beside it) and of checksums.txt.
 #
-# Environment (the Makefile passes these): DIR, REGISTRY, VERSION, PLATFORMS, COSIGN_KEY (a cosign
-# private key; COSIGN_PASSWORD unlocks it), IMAGE_PROFILE, LINT_PROFILE, MAKE, and optionally
-# TERRAFORM_IMAGE, TOFU_IMAGE and IMAGE_STORAGE_ROOT. Signing does not upload to a transparency
-# log (--tlog-upload=false): verify with --insecure-ignore-tlog. Registries on loopback are
-# reached over plain HTTP.
+# Environment (the Makefile passes these): DIR, REGISTRY, VERSION, PLATFORMS, IMAGE_PROFILE,
+# LINT_PROFILE, MAKE, one way to sign, and optionally ASSETS, TERRAFORM_IMAGE, TOFU_IMAGE and
+# IMAGE_STORAGE_ROOT.
+#
+# Signing, one of:
+#   COSIGN_KEY=<cosign private key> (COSIGN_PASSWORD unlocks it): nothing goes to a transparency
+#     log (--tlog-upload=false, verify with --insecure-ignore-tlog); checksums.txt.sig and
+#     cosign.pub, the key's public half, go into DIR.
+#   COSIGN_KEYLESS=true: Sigstore keyless signing with the OIDC identity of the run (the release
+#     workflow's, with id-token: write; or SIGSTORE_ID_TOKEN), recorded in Rekor;
+#     checksums.txt.sigstore.json, the bundle of the checksum file's signature, goes into DIR.
+#
+# ASSETS names a folder of tfcapi-lint assets built elsewhere (the workflow's macOS and Windows
+# runners: tfcapi-lint-darwin-amd64, tfcapi-lint-darwin-arm64, tfcapi-lint-windows-amd64.exe).
+# They are copied into DIR, tfcapi-lint-checksums.txt is written over every asset, and each gets
+# its SBOM. Registries on loopback are reached over plain HTTP.
 set -euo pipefail
 
 die() {
@@ -30,10 +40,41 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 : "${DIR:?}" "${VERSION:?}" "${PLATFORMS:?}" "${MAKE:=make}"
 [[ -n ${REGISTRY:-} ]] || die "set REGISTRY=<registry>/<path> to push the images to"
-[[ -n ${COSIGN_KEY:-} && -r ${COSIGN_KEY} ]] ||
-  die "set COSIGN_KEY to a cosign private key (cosign generate-key-pair) and COSIGN_PASSWORD to its password"
+case ${COSIGN_KEYLESS:-false} in
+  true | false) ;;
+  *) die "COSIGN_KEYLESS=$COSIGN_KEYLESS: true or false" ;;
+esac
+if [[ -n ${COSIGN_KEY:-} ]]; then
+  [[ ${COSIGN_KEYLESS:-false} == false ]] || die "set COSIGN_KEY or COSIGN_KEYLESS=true, not both"
+  [[ -r $COSIGN_KEY ]] || die "COSIGN_KEY=$COSIGN_KEY is not a readable file"
+  signing=key
+elif [[ ${COSIGN_KEYLESS:-false} == true ]]; then
+  [[ -n ${ACTIONS_ID_TOKEN_REQUEST_URL:-}${SIGSTORE_ID_TOKEN:-} ]] ||
+    die "COSIGN_KEYLESS=true needs an OIDC identity: a GitHub Actions job with id-token: write, or SIGSTORE_ID_TOKEN"
+  signing=keyless
+else
+  die "set COSIGN_KEY to a cosign private key (cosign generate-key-pair) and COSIGN_PASSWORD to its password, or COSIGN_KEYLESS=true in a CI job with an OIDC identity"
+fi
 [[ $VERSION =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]] || die "VERSION=$VERSION is not vX.Y.Z"
 [[ ! -e $DIR ]] || die "$DIR exists: a snapshot is written into a new folder"
+
+# The tfcapi-lint assets built elsewhere, with the target each was built for (for its SBOM).
+declare -A asset_targets=(
+  [tfcapi-lint-darwin-amd64]=x86_64-apple-darwin
+  [tfcapi-lint-darwin-arm64]=aarch64-apple-darwin
+  [tfcapi-lint-windows-amd64.exe]=x86_64-pc-windows-msvc
+)
+assets=()
+if [[ -n ${ASSETS:-} ]]; then
+  [[ -d $ASSETS ]] || die "ASSETS=$ASSETS is not a folder"
+  for f in "$ASSETS"/* "$ASSETS"/.[!.]*; do
+    [[ -e $f ]] || continue
+    name=${f##*/}
+    [[ -f $f && -n ${asset_targets[$name]:-} ]] ||
+      die "ASSETS: $name is not one of the assets built elsewhere (${!asset_targets[*]})"
+    assets+=("$f")
+  done
+fi
 
 IMG="$REGISTRY/cluster-api-provider-terraform:$VERSION"
 platforms=$(hack/cross.sh platforms "$PLATFORMS")
@@ -57,6 +98,13 @@ echo "release-snapshot: the clusterctl repository and the tfcapi-lint assets int
 "$MAKE" --no-print-directory lint-image lint-image-push IMG="$IMG" PLATFORMS="$PLATFORMS" LINT_DIST="$DIR" \
   VERSION="$VERSION"
 
+if ((${#assets[@]} > 0)); then
+  echo "release-snapshot: ${#assets[@]} tfcapi-lint assets from $ASSETS" >&2
+  cp "${assets[@]}" "$DIR/"
+  (cd "$DIR" && chmod 0755 "${assets[@]##*/}")
+  (cd "$DIR" && sha256sum tfcapi-lint-linux-* "${assets[@]##*/}" | LC_ALL=C sort -k2 >tfcapi-lint-checksums.txt)
+fi
+
 echo "release-snapshot: SBOMs" >&2
 cargo build --locked -q -p captf-release --bin sbom
 sbom="${CARGO_TARGET_DIR:-$ROOT/target}/x86_64-unknown-linux-gnu/debug/sbom"
@@ -73,6 +121,11 @@ for p in $platforms; do
     "$sbom" "$meta" "$b" "$bin" "$b-linux-$arch" "$VERSION" "$created" >"$DIR/$b-linux-$arch.spdx.json"
   done
 done
+for f in "${assets[@]}"; do
+  name=${f##*/}
+  cargo metadata --format-version 1 --locked --filter-platform "${asset_targets[$name]}" >"$meta"
+  "$sbom" "$meta" tfcapi-lint "$DIR/$name" "${name%.exe}" "$VERSION" "$created" >"$DIR/${name%.exe}.spdx.json"
+done
 
 echo "release-snapshot: digests, checksums and signatures" >&2
 refs=("$IMG" "$REGISTRY/cluster-api-provider-terraform-webhook:$VERSION"
@@ -86,12 +139,19 @@ for ref in "${refs[@]}"; do
 done
 (cd "$DIR" && find . -maxdepth 1 -type f ! -name checksums.txt -printf '%P\n' | LC_ALL=C sort |
   xargs sha256sum >checksums.txt)
-"$cosign" public-key --key "$COSIGN_KEY" >"$DIR/cosign.pub"
 allow=()
 ((${#insecure[@]} == 0)) || allow=(--allow-insecure-registry)
-while read -r ref; do
-  "$cosign" sign --yes --key "$COSIGN_KEY" --tlog-upload=false "${allow[@]}" "$ref" >&2
-done <"$DIR/images.txt"
-"$cosign" sign-blob --yes --key "$COSIGN_KEY" --tlog-upload=false \
-  --output-signature "$DIR/checksums.txt.sig" "$DIR/checksums.txt" >&2
+if [[ $signing == key ]]; then
+  "$cosign" public-key --key "$COSIGN_KEY" >"$DIR/cosign.pub"
+  while read -r ref; do
+    "$cosign" sign --yes --key "$COSIGN_KEY" --tlog-upload=false "${allow[@]}" "$ref" >&2
+  done <"$DIR/images.txt"
+  "$cosign" sign-blob --yes --key "$COSIGN_KEY" --tlog-upload=false \
+    --output-signature "$DIR/checksums.txt.sig" "$DIR/checksums.txt" >&2
+else
+  while read -r ref; do
+    "$cosign" sign --yes "${allow[@]}" "$ref" >&2
+  done <"$DIR/images.txt"
+  "$cosign" sign-blob --yes --bundle "$DIR/checksums.txt.sigstore.json" "$DIR/checksums.txt" >&2
+fi
 echo "release-snapshot: $VERSION in $DIR and $REGISTRY ($(wc -l <"$DIR/images.txt") images signed)" >&2

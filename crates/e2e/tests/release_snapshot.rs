@@ -5,7 +5,9 @@
 //!
 //! 1. The Linux tfcapi-lint assets verify against their checksum file, are static binaries of
 //!    their architecture, and `version --json` runs — the arm64 one under Debian's qemu-user;
-//!    the tfcapi-lint image is an index of both, each holding that platform's asset.
+//!    the tfcapi-lint image is an index of both, each holding that platform's asset. The assets
+//!    the release workflow builds on other runners (`SNAPSHOT_ASSETS`, a stand-in file here) are
+//!    copied as they are, listed in the same checksum file and given their SBOM.
 //! 2. The manager, webhook and runner images are OCI indexes of exactly both platforms; each
 //!    platform's image names its architecture, holds a static binary of it, and that binary's
 //!    `--version` runs.
@@ -184,6 +186,8 @@ struct Snapshot {
 }
 
 const PASSWORD: &str = "snapshot-test";
+/// The stand-in for a tfcapi-lint asset the release workflow builds on another runner.
+const ELSEWHERE: &str = "tfcapi-lint-darwin-arm64";
 
 /// `make release-snapshot` of v0.1.0 into `tmp` and `registry`, signed with a key made here.
 async fn cut(tmp: &Path, registry: &str) -> anyhow::Result<Snapshot> {
@@ -196,10 +200,18 @@ async fn cut(tmp: &Path, registry: &str) -> anyhow::Result<Snapshot> {
         .env("COSIGN_PASSWORD", PASSWORD))?;
     let bases = testenv::image::push_multi_platform_runtime_base_images(registry, &BOTH).await?;
     let dir = tmp.join("release/infrastructure-terraform/v0.1.0");
+    // What the workflow's macOS runner hands over: the snapshot treats it as opaque bytes.
+    let assets = tmp.join("assets");
+    std::fs::create_dir(&assets)?;
+    std::fs::write(
+        assets.join(ELSEWHERE),
+        b"tfcapi-lint for darwin/arm64, built elsewhere\n",
+    )?;
     let started = std::time::Instant::now();
     run(Command::new("make")
         .args(["--no-print-directory", "release-snapshot", "VERSION=v0.1.0"])
         .arg(format!("SNAPSHOT_DIR={}", dir.display()))
+        .arg(format!("SNAPSHOT_ASSETS={}", assets.display()))
         .arg(format!("SNAPSHOT_REGISTRY={registry}/you"))
         .arg(format!("COSIGN_KEY={}", tmp.join("cosign.key").display()))
         .arg(format!("SNAPSHOT_PLATFORMS={PLATFORMS}"))
@@ -227,11 +239,14 @@ fn sha256_file(path: &Path) -> anyhow::Result<String> {
     Ok(digest.trim_start_matches("sha256:").to_owned())
 }
 
-/// The snapshot's SBOM of `binary` for `platform` describes the file at `shipped`: its checksum,
-/// the release version, and the crates linked into it.
-fn check_sbom(dir: &Path, binary: &str, platform: &str, shipped: &Path) -> anyhow::Result<()> {
-    let arch = platform.strip_prefix("linux/").unwrap();
-    let path = dir.join(format!("{binary}-linux-{arch}.spdx.json"));
+/// The snapshot's SBOM `<name>.spdx.json`, where `name` is `<binary>-<os>-<arch>`, describes the
+/// file at `shipped`: its checksum, the release version, and the crates linked into the binary.
+fn check_sbom(dir: &Path, name: &str, shipped: &Path) -> anyhow::Result<()> {
+    let binary = name
+        .rsplitn(3, '-')
+        .nth(2)
+        .context("<binary>-<os>-<arch>")?;
+    let path = dir.join(format!("{name}.spdx.json"));
     let doc: Value = serde_json::from_slice(&std::fs::read(&path)?)?;
     ensure!(doc["spdxVersion"] == "SPDX-2.3", "{}", path.display());
     let packages = doc["packages"].as_array().context("packages")?;
@@ -275,7 +290,7 @@ fn lint_assets(tmp: &Path, dir: &Path, registry: &str) -> anyhow::Result<PathBuf
             version["name"] == "tfcapi-lint" && version["version"] == env!("CARGO_PKG_VERSION"),
             "{platform}: {version}"
         );
-        check_sbom(dir, "tfcapi-lint", platform, &asset)?;
+        check_sbom(dir, &format!("tfcapi-lint-linux-{arch}"), &asset)?;
         let into = tmp.join(format!("tfcapi-lint-{arch}"));
         let in_image = export_file(&image, platform, &into, "tfcapi-lint")?;
         ensure!(
@@ -283,6 +298,14 @@ fn lint_assets(tmp: &Path, dir: &Path, registry: &str) -> anyhow::Result<PathBuf
             "{image} ships another tfcapi-lint for {platform} than the release asset"
         );
     }
+    let elsewhere = dir.join(ELSEWHERE);
+    ensure!(
+        std::fs::read(&elsewhere)? == b"tfcapi-lint for darwin/arm64, built elsewhere\n"
+            && sums.lines().count() == 3
+            && sums.contains(&format!("{}  {ELSEWHERE}\n", sha256_file(&elsewhere)?)),
+        "{ELSEWHERE} is not copied as it is or not in the checksum file: {sums}"
+    );
+    check_sbom(dir, ELSEWHERE, &elsewhere)?;
     Ok(dir.join("tfcapi-lint-linux-amd64"))
 }
 
@@ -308,7 +331,8 @@ fn provider_images(tmp: &Path, dir: &Path, registry: &str) -> anyhow::Result<()>
                 out.starts_with(&format!("{version}{}", env!("CARGO_PKG_VERSION"))),
                 "{platform} {binary} --version: {out}"
             );
-            check_sbom(dir, binary, platform, &path)?;
+            let arch = platform.strip_prefix("linux/").unwrap();
+            check_sbom(dir, &format!("{binary}-linux-{arch}"), &path)?;
         }
     }
     Ok(())
@@ -788,6 +812,111 @@ async fn a_release_snapshot_builds_signs_runs_and_installs_for_linux_amd64_and_l
     signatures(&snapshot, &host)?;
     install_from_release(&env, tmp.path(), &snapshot, &host).await?;
     install_with_operator(&env, tmp.path(), &snapshot, &host).await
+}
+
+/// `make release-snapshot` refuses each wrong setting before it builds anything, saying which
+/// setting and why, and writes no folder.
+#[test]
+fn release_snapshot_refuses_each_wrong_setting_before_building() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = tmp.path().join("cosign.key");
+    std::fs::write(&key, "not read before the checks pass").unwrap();
+    let key = format!("COSIGN_KEY={}", key.display());
+    let existing = tmp.path().join("existing");
+    std::fs::create_dir(&existing).unwrap();
+    let odd_assets = tmp.path().join("assets");
+    std::fs::create_dir(&odd_assets).unwrap();
+    std::fs::write(odd_assets.join("checksums.txt"), "").unwrap();
+    let dir = tmp.path().join("snapshot");
+    let cases: [(&[String], &str); 10] = [
+        (std::slice::from_ref(&key), "set REGISTRY=<registry>/<path>"),
+        (
+            &["SNAPSHOT_REGISTRY=r/you".into()],
+            "set COSIGN_KEY to a cosign private key",
+        ),
+        (
+            &[
+                "SNAPSHOT_REGISTRY=r/you".into(),
+                key.clone(),
+                "COSIGN_KEYLESS=true".into(),
+            ],
+            "set COSIGN_KEY or COSIGN_KEYLESS=true, not both",
+        ),
+        (
+            &[
+                "SNAPSHOT_REGISTRY=r/you".into(),
+                "COSIGN_KEYLESS=yes".into(),
+            ],
+            "COSIGN_KEYLESS=yes: true or false",
+        ),
+        (
+            &[
+                "SNAPSHOT_REGISTRY=r/you".into(),
+                "COSIGN_KEYLESS=true".into(),
+            ],
+            "COSIGN_KEYLESS=true needs an OIDC identity",
+        ),
+        (
+            &[
+                "SNAPSHOT_REGISTRY=r/you".into(),
+                "COSIGN_KEY=/nonexistent/cosign.key".into(),
+            ],
+            "COSIGN_KEY=/nonexistent/cosign.key is not a readable file",
+        ),
+        (
+            &[
+                "SNAPSHOT_REGISTRY=r/you".into(),
+                key.clone(),
+                "VERSION=0.1.0".into(),
+            ],
+            "VERSION=0.1.0 is not vX.Y.Z",
+        ),
+        (
+            &[
+                "SNAPSHOT_REGISTRY=r/you".into(),
+                key.clone(),
+                format!("SNAPSHOT_DIR={}", existing.display()),
+            ],
+            "exists: a snapshot is written into a new folder",
+        ),
+        (
+            &[
+                "SNAPSHOT_REGISTRY=r/you".into(),
+                key.clone(),
+                "SNAPSHOT_ASSETS=/nonexistent".into(),
+            ],
+            "ASSETS=/nonexistent is not a folder",
+        ),
+        (
+            &[
+                "SNAPSHOT_REGISTRY=r/you".into(),
+                key.clone(),
+                format!("SNAPSHOT_ASSETS={}", odd_assets.display()),
+            ],
+            "ASSETS: checksums.txt is not one of the assets built elsewhere",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = Command::new("make")
+            .args(["--no-print-directory", "release-snapshot"])
+            .arg(format!("SNAPSHOT_DIR={}", dir.display()))
+            .arg("VERSION=v0.1.0")
+            .args(args)
+            .env_remove("ACTIONS_ID_TOKEN_REQUEST_URL")
+            .env_remove("SIGSTORE_ID_TOKEN")
+            .env_remove("COSIGN_KEY")
+            .env_remove("COSIGN_KEYLESS")
+            .current_dir(repo_root())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(
+            err.contains(expected) && !err.contains("release-snapshot: images for"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!dir.exists());
 }
 
 /// A platform CAPTF does not build for is refused before anything is built, naming the ones it

@@ -550,16 +550,34 @@ fn the_release_workflow_pins_its_actions_and_asks_for_least_permissions() {
         doc["jobs"]["release"]["permissions"]["contents"], "write",
         "only the release job writes the release"
     );
-    // The images are published for both platforms the make targets build.
-    let build = doc["jobs"]["images"]["steps"]
+    // The release is cut by the make target the project's own machines run, for both platforms,
+    // signed keyless: only that job may ask for an OIDC token.
+    let cut = doc["jobs"]["snapshot"]["steps"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| {
+        .find_map(|s| {
             s["run"]
                 .as_str()
-                .is_some_and(|r| r.contains("make docker-build"))
+                .filter(|r| r.contains("make release-snapshot"))
         })
-        .unwrap();
-    assert_eq!(build["env"]["PLATFORMS"], "linux/amd64,linux/arm64");
+        .expect("a step runs make release-snapshot");
+    for setting in [
+        "SNAPSHOT_PLATFORMS=linux/amd64,linux/arm64",
+        "COSIGN_KEYLESS=true",
+        "SNAPSHOT_ASSETS=",
+    ] {
+        assert!(
+            cut.contains(setting),
+            "make release-snapshot without {setting}: {cut}"
+        );
+    }
+    for (name, job) in doc["jobs"].as_object().unwrap() {
+        assert_eq!(
+            job["permissions"].get("id-token").is_some(),
+            name == "snapshot",
+            "job {name}: id-token"
+        );
+    }
+    assert_eq!(doc["jobs"]["snapshot"]["permissions"]["id-token"], "write");
 }
