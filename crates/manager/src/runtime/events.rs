@@ -76,10 +76,12 @@ impl Outbox {
         &self.events
     }
 
-    /// Publishes every event on the object `reference` names; a failed publish is logged, never
-    /// retried.
+    /// Publishes every event on the object `reference` names, all at once: the pass waits for one
+    /// round trip, not one per event. Each event is timed and counted into its series in the
+    /// order it was queued (the first poll of each post, in order, does that before any request
+    /// goes out). A failed publish is logged, never retried.
     pub async fn publish(self, ctx: &Context, reference: &ObjectReference) {
-        for e in self.events {
+        let posts = self.events.into_iter().map(|e| async move {
             let note = contract::result::cap(&e.note, MAX_NOTE);
             if let Err(err) = ctx
                 .recorder
@@ -88,7 +90,8 @@ impl Outbox {
             {
                 warn!(reason = e.reason, error = %err, "could not publish an event");
             }
-        }
+        });
+        futures::future::join_all(posts).await;
     }
 }
 
@@ -256,6 +259,14 @@ impl Series {
     }
 }
 
+/// The time of the next event seen: `now`, or a microsecond after the last one when `now` is not
+/// later. Events a pass posts at once keep their order in `eventTime` (a microsecond field) and
+/// the name it gives each Event (the object's name and this time in nanoseconds) is unique.
+pub fn next_event_time(last: Timestamp, now: Timestamp) -> Timestamp {
+    let next = last + k8s_openapi::jiff::SignedDuration::from_micros(1);
+    if now >= next { now } else { next }
+}
+
 /// Posts the manager's events (reporting controller `captf-manager`, instance `--instance`):
 /// a new event creates an Event, a repeat within [`SERIES_WINDOW`] adds to its `series`.
 #[derive(Clone)]
@@ -270,6 +281,8 @@ struct Inner {
     flush_every: Duration,
     series: Mutex<Series>,
     flusher: std::sync::Once,
+    /// The time given to the last event seen (see [`next_event_time`]).
+    last_time: Mutex<Timestamp>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -303,6 +316,7 @@ impl Recorder {
                 flush_every,
                 series: Mutex::new(Series::default()),
                 flusher: std::sync::Once::new(),
+                last_time: Mutex::new(Timestamp::UNIX_EPOCH),
             }),
         }
     }
@@ -328,7 +342,13 @@ impl Recorder {
             reason,
             note,
         };
-        let (now, at) = (Instant::now(), Timestamp::now());
+        let now = Instant::now();
+        let at = {
+            let mut last =
+                (self.inner.last_time.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
+            *last = next_event_time(*last, Timestamp::now());
+            *last
+        };
         let step = self.table().observe(&key, now, at, self.inner.flush_every);
         match step {
             Step::Create => self.create(&key, reference, at).await,
@@ -452,6 +472,7 @@ async fn flush_loop(inner: Weak<Inner>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::jiff::SignedDuration;
 
     fn key(note: &str) -> SeriesKey {
         SeriesKey {
@@ -468,6 +489,28 @@ mod tests {
     }
 
     const EVERY: Duration = Duration::from_secs(30);
+
+    /// Events seen within the same microsecond (or with a clock that stepped back) still get
+    /// strictly increasing microseconds, so their `eventTime` order is the order they were seen;
+    /// a later clock is taken as it is.
+    #[test]
+    fn event_times_increase_by_the_microsecond() {
+        let t = Timestamp::from_nanosecond(1_700_000_000_000_000_500).unwrap();
+        let micros = |t: Timestamp| t.as_nanosecond() / 1_000;
+        let mut last = next_event_time(Timestamp::UNIX_EPOCH, t);
+        assert_eq!(last, t);
+        for now in [
+            t,
+            t + SignedDuration::from_nanos(300),
+            t - SignedDuration::from_secs(1),
+        ] {
+            let next = next_event_time(last, now);
+            assert!(micros(next) > micros(last), "{last} then {next}");
+            last = next;
+        }
+        let later = t + SignedDuration::from_secs(5);
+        assert_eq!(next_event_time(last, later), later);
+    }
 
     /// A repeat of the same object, type, reason and note adds to the first Event's series,
     /// written at most once per flush interval (the latest count); another note is another

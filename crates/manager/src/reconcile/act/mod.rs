@@ -351,8 +351,8 @@ pub async fn finish(
     }
     let reference = p.target.reference();
     let ctx = p.ctx;
+    p.announced.extend(p.outbox);
     p.announced.publish(ctx, &reference).await;
-    p.outbox.publish(ctx, &reference).await;
     Ok(Action::requeue(requeue_after(
         acted.requeue,
         acted.started.is_some(),
@@ -458,8 +458,8 @@ async fn drop_the_finalizer(mut p: Pass<'_>, last: StatusDraft) -> Result<Action
     p.ctx.metrics.forget_object(kind, &p.ns, &name);
     let reference = p.target.reference();
     let ctx = p.ctx;
+    p.announced.extend(p.outbox);
     p.announced.publish(ctx, &reference).await;
-    p.outbox.publish(ctx, &reference).await;
     Ok(Action::await_change())
 }
 
