@@ -95,15 +95,10 @@ echo "release-snapshot: images for $PLATFORMS into $REGISTRY" >&2
 
 echo "release-snapshot: the clusterctl repository and the tfcapi-lint assets into $DIR" >&2
 "$MAKE" --no-print-directory manifests-release RELEASE_DIR="$DIR" RELEASE_IMG="$IMG" VERSION="$VERSION"
+# The assets built elsewhere go in first: release-lint's checksum file covers every asset there.
+((${#assets[@]} == 0)) || install -m 0755 -t "$DIR" "${assets[@]}"
 "$MAKE" --no-print-directory lint-image lint-image-push IMG="$IMG" PLATFORMS="$PLATFORMS" LINT_DIST="$DIR" \
   VERSION="$VERSION"
-
-if ((${#assets[@]} > 0)); then
-  echo "release-snapshot: ${#assets[@]} tfcapi-lint assets from $ASSETS" >&2
-  cp "${assets[@]}" "$DIR/"
-  (cd "$DIR" && chmod 0755 "${assets[@]##*/}")
-  (cd "$DIR" && sha256sum tfcapi-lint-linux-* "${assets[@]##*/}" | LC_ALL=C sort -k2 >tfcapi-lint-checksums.txt)
-fi
 
 echo "release-snapshot: SBOMs" >&2
 cargo build --locked -q -p captf-release --bin sbom
@@ -141,17 +136,14 @@ done
   xargs sha256sum >checksums.txt)
 allow=()
 ((${#insecure[@]} == 0)) || allow=(--allow-insecure-registry)
+# Keyless: cosign's defaults (Fulcio, Rekor). With a key: no transparency log.
+key=() blob=(--bundle "$DIR/checksums.txt.sigstore.json")
 if [[ $signing == key ]]; then
+  key=(--key "$COSIGN_KEY" --tlog-upload=false) blob=(--output-signature "$DIR/checksums.txt.sig")
   "$cosign" public-key --key "$COSIGN_KEY" >"$DIR/cosign.pub"
-  while read -r ref; do
-    "$cosign" sign --yes --key "$COSIGN_KEY" --tlog-upload=false "${allow[@]}" "$ref" >&2
-  done <"$DIR/images.txt"
-  "$cosign" sign-blob --yes --key "$COSIGN_KEY" --tlog-upload=false \
-    --output-signature "$DIR/checksums.txt.sig" "$DIR/checksums.txt" >&2
-else
-  while read -r ref; do
-    "$cosign" sign --yes "${allow[@]}" "$ref" >&2
-  done <"$DIR/images.txt"
-  "$cosign" sign-blob --yes --bundle "$DIR/checksums.txt.sigstore.json" "$DIR/checksums.txt" >&2
 fi
+while read -r ref; do
+  "$cosign" sign --yes "${key[@]}" "${allow[@]}" "$ref" >&2
+done <"$DIR/images.txt"
+"$cosign" sign-blob --yes "${key[@]}" "${blob[@]}" "$DIR/checksums.txt" >&2
 echo "release-snapshot: $VERSION in $DIR and $REGISTRY ($(wc -l <"$DIR/images.txt") images signed)" >&2

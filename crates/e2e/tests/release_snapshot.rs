@@ -828,71 +828,35 @@ fn release_snapshot_refuses_each_wrong_setting_before_building() {
     std::fs::create_dir(&odd_assets).unwrap();
     std::fs::write(odd_assets.join("checksums.txt"), "").unwrap();
     let dir = tmp.path().join("snapshot");
-    let cases: [(&[String], &str); 10] = [
-        (std::slice::from_ref(&key), "set REGISTRY=<registry>/<path>"),
+    // Each case changes a valid base (a registry, a key): a later assignment on make's command
+    // line wins, and an empty one unsets.
+    let cases: [(&[&str], &str); 10] = [
+        (&["SNAPSHOT_REGISTRY="], "set REGISTRY=<registry>/<path>"),
+        (&["COSIGN_KEY="], "set COSIGN_KEY to a cosign private key"),
         (
-            &["SNAPSHOT_REGISTRY=r/you".into()],
-            "set COSIGN_KEY to a cosign private key",
-        ),
-        (
-            &[
-                "SNAPSHOT_REGISTRY=r/you".into(),
-                key.clone(),
-                "COSIGN_KEYLESS=true".into(),
-            ],
+            &["COSIGN_KEYLESS=true"],
             "set COSIGN_KEY or COSIGN_KEYLESS=true, not both",
         ),
+        (&["COSIGN_KEYLESS=yes"], "COSIGN_KEYLESS=yes: true or false"),
         (
-            &[
-                "SNAPSHOT_REGISTRY=r/you".into(),
-                "COSIGN_KEYLESS=yes".into(),
-            ],
-            "COSIGN_KEYLESS=yes: true or false",
-        ),
-        (
-            &[
-                "SNAPSHOT_REGISTRY=r/you".into(),
-                "COSIGN_KEYLESS=true".into(),
-            ],
+            &["COSIGN_KEY=", "COSIGN_KEYLESS=true"],
             "COSIGN_KEYLESS=true needs an OIDC identity",
         ),
         (
-            &[
-                "SNAPSHOT_REGISTRY=r/you".into(),
-                "COSIGN_KEY=/nonexistent/cosign.key".into(),
-            ],
+            &["COSIGN_KEY=/nonexistent/cosign.key"],
             "COSIGN_KEY=/nonexistent/cosign.key is not a readable file",
         ),
+        (&["VERSION=0.1.0"], "VERSION=0.1.0 is not vX.Y.Z"),
         (
-            &[
-                "SNAPSHOT_REGISTRY=r/you".into(),
-                key.clone(),
-                "VERSION=0.1.0".into(),
-            ],
-            "VERSION=0.1.0 is not vX.Y.Z",
-        ),
-        (
-            &[
-                "SNAPSHOT_REGISTRY=r/you".into(),
-                key.clone(),
-                format!("SNAPSHOT_DIR={}", existing.display()),
-            ],
+            &[&format!("SNAPSHOT_DIR={}", existing.display())],
             "exists: a snapshot is written into a new folder",
         ),
         (
-            &[
-                "SNAPSHOT_REGISTRY=r/you".into(),
-                key.clone(),
-                "SNAPSHOT_ASSETS=/nonexistent".into(),
-            ],
+            &["SNAPSHOT_ASSETS=/nonexistent"],
             "ASSETS=/nonexistent is not a folder",
         ),
         (
-            &[
-                "SNAPSHOT_REGISTRY=r/you".into(),
-                key.clone(),
-                format!("SNAPSHOT_ASSETS={}", odd_assets.display()),
-            ],
+            &[&format!("SNAPSHOT_ASSETS={}", odd_assets.display())],
             "ASSETS: checksums.txt is not one of the assets built elsewhere",
         ),
     ];
@@ -900,7 +864,7 @@ fn release_snapshot_refuses_each_wrong_setting_before_building() {
         let out = Command::new("make")
             .args(["--no-print-directory", "release-snapshot"])
             .arg(format!("SNAPSHOT_DIR={}", dir.display()))
-            .arg("VERSION=v0.1.0")
+            .args(["VERSION=v0.1.0", "SNAPSHOT_REGISTRY=r/you", &key])
             .args(args)
             .env_remove("ACTIONS_ID_TOKEN_REQUEST_URL")
             .env_remove("SIGSTORE_ID_TOKEN")

@@ -159,9 +159,17 @@ pub struct SeriesWrite {
 #[derive(Debug, Default)]
 pub struct Series {
     open: HashMap<SeriesKey, Open>,
+    /// The time given to the last event seen.
+    last_at: Timestamp,
 }
 
 impl Series {
+    /// The time of an event seen at `now` (see [`next_event_time`]).
+    pub fn stamp(&mut self, now: Timestamp) -> Timestamp {
+        self.last_at = next_event_time(self.last_at, now);
+        self.last_at
+    }
+
     /// Counts one event seen at `now` (`at` as the API writes it).
     pub fn observe(
         &mut self,
@@ -281,8 +289,6 @@ struct Inner {
     flush_every: Duration,
     series: Mutex<Series>,
     flusher: std::sync::Once,
-    /// The time given to the last event seen (see [`next_event_time`]).
-    last_time: Mutex<Timestamp>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -316,7 +322,6 @@ impl Recorder {
                 flush_every,
                 series: Mutex::new(Series::default()),
                 flusher: std::sync::Once::new(),
-                last_time: Mutex::new(Timestamp::UNIX_EPOCH),
             }),
         }
     }
@@ -342,14 +347,14 @@ impl Recorder {
             reason,
             note,
         };
-        let now = Instant::now();
-        let at = {
-            let mut last =
-                (self.inner.last_time.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
-            *last = next_event_time(*last, Timestamp::now());
-            *last
+        let (at, step) = {
+            let mut table = self.table();
+            let at = table.stamp(Timestamp::now());
+            (
+                at,
+                table.observe(&key, Instant::now(), at, self.inner.flush_every),
+            )
         };
-        let step = self.table().observe(&key, now, at, self.inner.flush_every);
         match step {
             Step::Create => self.create(&key, reference, at).await,
             Step::Write(w) => self.inner.write(&w).await,
