@@ -466,6 +466,45 @@ pub mod events {
         /// The `reportingController` of runner events.
         pub const RUNNER_CONTROLLER: &str = "captf.io/runner";
     }
+
+    /// The time of the next event seen: `now`, or a microsecond after the last one when `now` is
+    /// not later. Events posted at once (a manager's pass, a runner's queue) keep their order in
+    /// `eventTime` (a microsecond field), and a name made from this time is unique.
+    pub fn next_event_time(
+        last: k8s_openapi::jiff::Timestamp,
+        now: k8s_openapi::jiff::Timestamp,
+    ) -> k8s_openapi::jiff::Timestamp {
+        let next = last + k8s_openapi::jiff::SignedDuration::from_micros(1);
+        if now >= next { now } else { next }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::next_event_time;
+        use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+        /// Events seen within the same microsecond (or with a clock that stepped back) still get
+        /// strictly increasing microseconds, so their `eventTime` order is the order they were seen;
+        /// a later clock is taken as it is.
+        #[test]
+        fn event_times_increase_by_the_microsecond() {
+            let t = Timestamp::from_nanosecond(1_700_000_000_000_000_500).unwrap();
+            let micros = |t: Timestamp| t.as_nanosecond() / 1_000;
+            let mut last = next_event_time(Timestamp::UNIX_EPOCH, t);
+            assert_eq!(last, t);
+            for now in [
+                t,
+                t + SignedDuration::from_nanos(300),
+                t - SignedDuration::from_secs(1),
+            ] {
+                let next = next_event_time(last, now);
+                assert!(micros(next) > micros(last), "{last} then {next}");
+                last = next;
+            }
+            let later = t + SignedDuration::from_secs(5);
+            assert_eq!(next_event_time(last, later), later);
+        }
+    }
 }
 
 /// Values of the [`labels::LEASE`] label.

@@ -3,24 +3,35 @@
 //! controller `captf.io/runner`. They carry step names, exit codes, durations, counts and the
 //! curated failure summary — never a value, plan output or raw stderr.
 //!
-//! Posting never fails or stalls the run: events queue to a background task that posts them in
-//! order with a short per-request timeout and stops posting after a few failures; at the end the
-//! queue gets a bounded time to drain. The client uses the pod's service-account token and the
-//! in-cluster CA file as its only trust root (no system roots are consulted).
+//! Posting never fails or stalls the run: events queue to a background task that posts each one
+//! as it arrives, without waiting for the ones before it, with a short per-request timeout, and
+//! stops posting after a few failures; at the end the queue gets a bounded time to drain. Each
+//! event's time is taken when the task takes it from the queue, at least a microsecond after the
+//! one before, so `eventTime` keeps the run's order. The client speaks HTTP/2 when the API server
+//! offers it (it does unless `--disable-http2-serving`), so the events in flight share one
+//! connection and the last few of a run cost one round trip, not one each. It uses the pod's
+//! service-account token and the in-cluster CA file as its only trust root (no system roots are
+//! consulted).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use api::constants::events::next_event_time;
 use api::constants::events::runner::RUNNER_CONTROLLER;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
+use kube::client::ConfigExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::cli::EventObject;
 
@@ -135,9 +146,10 @@ impl EventSink {
     }
 }
 
-/// A client from `kubeconfig`, else the pod's service account, with short timeouts and no retry.
+/// A client from `kubeconfig`, else the pod's service account, with short timeouts and no retry:
+/// HTTP/2 when the server offers it, else HTTP/1.1.
 pub(crate) async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, String> {
-    let mut config = match kubeconfig {
+    let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(&path).map_err(|e| e.to_string())?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
@@ -146,12 +158,50 @@ pub(crate) async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, 
         }
         None => kube::Config::incluster().map_err(|e| e.to_string())?,
     };
-    config.connect_timeout = Some(REQUEST_TIMEOUT);
-    config.read_timeout = Some(REQUEST_TIMEOUT);
-    config.write_timeout = Some(REQUEST_TIMEOUT);
-    config.reset_reader_on_write = true;
-    config.default_retry = false;
-    kube::Client::try_from(config).map_err(|e| e.to_string())
+    http2_client(&config).map_err(|e| e.to_string())
+}
+
+/// kube's own client stack (base URI, authentication) over a connector that offers `h2` and
+/// `http/1.1` by ALPN: kube's default client offers only HTTP/1.1, where requests in flight at
+/// once each need a connection of their own, each with its TLS handshake. No retry; a request's
+/// timeout is its caller's ([`REQUEST_TIMEOUT`]), the connection's is set here.
+fn http2_client(config: &kube::Config) -> kube::Result<kube::Client> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(REQUEST_TIMEOUT));
+    // HTTP/2 writes a request as several frames: without this, Nagle holds the last back
+    // until the server acknowledges the first, a delayed ACK (40 ms) per event.
+    http.set_nodelay(true);
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config.rustls_client_config()?)
+        .https_or_http();
+    let builder = match &config.tls_server_name {
+        Some(name) => {
+            let name = rustls::pki_types::ServerName::try_from(name.clone()).map_err(|e| {
+                kube::Error::RustlsTls(kube::client::RustlsTlsError::InvalidServerName(e))
+            })?;
+            builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+        }
+        None => builder,
+    };
+    let connector = builder.enable_all_versions().wrap_connector(http);
+    let http_client = hyper_util::client::legacy::Builder::new(TokioExecutor::new())
+        .timer(hyper_util::rt::TokioTimer::new())
+        .build(connector);
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .map_err(tower::BoxError::from)
+        .map_response(log_protocol_once)
+        .service(http_client);
+    Ok(kube::Client::new(service, config.default_namespace.clone()))
+}
+
+/// Logs the HTTP version of the client's first answer, once per process.
+fn log_protocol_once<B>(response: http::Response<B>) -> http::Response<B> {
+    static LOGGED: std::sync::Once = std::sync::Once::new();
+    LOGGED.call_once(|| info!(protocol = ?response.version(), "API server answered"));
+    response
 }
 
 /// The pod's name (the hostname), else `runner`.
@@ -168,37 +218,51 @@ fn instance_name() -> String {
     crate::summary::cap(&host, 128)
 }
 
+/// Posts each note as it is queued, without waiting for the ones in flight; gives up on the rest
+/// after [`MAX_FAILURES`] failures in a row. Returns once the queue is closed and every post is done.
 async fn post_all(client: kube::Client, target: Target, mut rx: mpsc::UnboundedReceiver<Note>) {
     let api: Api<Event> = Api::namespaced(client, &target.object.namespace);
+    let mut in_flight = FuturesUnordered::new();
     let mut failures = 0;
     let mut seq: u32 = 0;
-    while let Some(note) = rx.recv().await {
-        if failures >= MAX_FAILURES {
-            continue;
-        }
-        seq += 1;
-        let event = build(&target, &note, seq, Timestamp::now());
-        match tokio::time::timeout(REQUEST_TIMEOUT, api.create(&PostParams::default(), &event))
-            .await
-        {
-            Ok(Ok(_)) => {
-                failures = 0;
-                debug!(reason = note.reason, "event posted");
-            }
-            Ok(Err(e)) => {
-                failures += 1;
-                warn!(reason = note.reason, error = %e, failures, "event not posted");
-            }
-            Err(_) => {
-                failures += 1;
-                warn!(
-                    reason = note.reason,
-                    failures, "event not posted: timed out"
-                );
+    let mut last = Timestamp::UNIX_EPOCH;
+    let mut open = true;
+    while open || !in_flight.is_empty() {
+        tokio::select! {
+            note = rx.recv(), if open => match note {
+                Some(note) if failures < MAX_FAILURES => {
+                    seq += 1;
+                    last = next_event_time(last, Timestamp::now());
+                    let event = build(&target, &note, seq, last);
+                    in_flight.push(post(&api, note.reason, event));
+                }
+                Some(_) => {}
+                None => open = false,
+            },
+            Some(posted) = in_flight.next() => {
+                failures = if posted { 0 } else { failures + 1 };
+                if failures == MAX_FAILURES {
+                    warn!("too many event failures; no more events for this run");
+                }
             }
         }
-        if failures == MAX_FAILURES {
-            warn!("too many event failures; no more events for this run");
+    }
+}
+
+/// Creates one Event within [`REQUEST_TIMEOUT`]; whether it was posted.
+async fn post(api: &Api<Event>, reason: &'static str, event: Event) -> bool {
+    match tokio::time::timeout(REQUEST_TIMEOUT, api.create(&PostParams::default(), &event)).await {
+        Ok(Ok(_)) => {
+            debug!(reason, "event posted");
+            true
+        }
+        Ok(Err(e)) => {
+            warn!(reason, error = %e, "event not posted");
+            false
+        }
+        Err(_) => {
+            warn!(reason, "event not posted: timed out");
+            false
         }
     }
 }

@@ -22,7 +22,7 @@ fn reasons(events: &[(String, String, String)]) -> Vec<&str> {
 
 /// A first apply: init, validate, plan, apply of the saved plan; the state lands in the default
 /// workspace's Secret with the backend labels; planted `TF_*`/`KUBE_*` variables never reach the
-/// runtime and are logged by name only; events report every stage.
+/// runtime and are logged by name only; events report every stage, posted over HTTP/2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_apply_creates_the_state_and_reports_every_stage() {
     let Some(fx) = Fixture::new("first-apply", MODULE, &tfvars("alpha", "1", false), true).await
@@ -124,6 +124,14 @@ async fn first_apply_creates_the_state_and_reports_every_stage() {
         .expect("ResourcesChanged");
     assert_eq!(changed.2, "apply: 1 added, 0 changed, 0 destroyed");
     assert!(events.iter().all(|e| e.1 == "Normal"), "{events:?}");
+    // They went over HTTP/2, which the API server offers: posted at once on one connection.
+    assert!(
+        run.runner_log_lines()
+            .iter()
+            .any(|l| l.contains("API server answered") && l.contains("HTTP/2.0")),
+        "{}",
+        run.stderr
+    );
 }
 
 /// An apply whose plan exits 0 stops after the plan: no apply step, zero changes, success.

@@ -267,13 +267,7 @@ impl Series {
     }
 }
 
-/// The time of the next event seen: `now`, or a microsecond after the last one when `now` is not
-/// later. Events a pass posts at once keep their order in `eventTime` (a microsecond field) and
-/// the name it gives each Event (the object's name and this time in nanoseconds) is unique.
-pub fn next_event_time(last: Timestamp, now: Timestamp) -> Timestamp {
-    let next = last + k8s_openapi::jiff::SignedDuration::from_micros(1);
-    if now >= next { now } else { next }
-}
+use api::constants::events::next_event_time;
 
 /// Posts the manager's events (reporting controller `captf-manager`, instance `--instance`):
 /// a new event creates an Event, a repeat within [`SERIES_WINDOW`] adds to its `series`.
@@ -477,7 +471,6 @@ async fn flush_loop(inner: Weak<Inner>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::jiff::SignedDuration;
 
     fn key(note: &str) -> SeriesKey {
         SeriesKey {
@@ -494,28 +487,6 @@ mod tests {
     }
 
     const EVERY: Duration = Duration::from_secs(30);
-
-    /// Events seen within the same microsecond (or with a clock that stepped back) still get
-    /// strictly increasing microseconds, so their `eventTime` order is the order they were seen;
-    /// a later clock is taken as it is.
-    #[test]
-    fn event_times_increase_by_the_microsecond() {
-        let t = Timestamp::from_nanosecond(1_700_000_000_000_000_500).unwrap();
-        let micros = |t: Timestamp| t.as_nanosecond() / 1_000;
-        let mut last = next_event_time(Timestamp::UNIX_EPOCH, t);
-        assert_eq!(last, t);
-        for now in [
-            t,
-            t + SignedDuration::from_nanos(300),
-            t - SignedDuration::from_secs(1),
-        ] {
-            let next = next_event_time(last, now);
-            assert!(micros(next) > micros(last), "{last} then {next}");
-            last = next;
-        }
-        let later = t + SignedDuration::from_secs(5);
-        assert_eq!(next_event_time(last, later), later);
-    }
 
     /// A repeat of the same object, type, reason and note adds to the first Event's series,
     /// written at most once per flush interval (the latest count); another note is another
