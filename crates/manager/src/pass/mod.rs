@@ -14,6 +14,7 @@ pub mod status;
 use std::time::SystemTime;
 
 use contract::names::{ObjectKind, state_suffix};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
 pub use error::Error;
@@ -109,6 +110,25 @@ impl<'a> Pass<'a> {
     /// last saw, and keeps the one it gets back. A conflict is an error the pass ends on (and
     /// requeues, see [`reconcile`]); a gone object is no error.
     pub async fn patch_object(&mut self, patch: &serde_json::Value) -> Result<(), Error> {
+        let meta = self.send_object_patch(patch).await?;
+        self.patched(meta);
+        Ok(())
+    }
+
+    /// [`Self::patch_object`], for a write the rest of this pass accounts for: its own watch
+    /// event does not wake the object again (see [`crate::runtime::caches::OwnWrites`]).
+    pub async fn patch_object_accounted(&mut self, patch: &serde_json::Value) -> Result<(), Error> {
+        let meta = self.send_object_patch_accounted(patch).await?;
+        self.patched(meta);
+        Ok(())
+    }
+
+    /// Sends [`Self::patch_object`]'s patch without keeping what it gets back, so that it can go
+    /// out beside another write of the pass; [`Self::patched`] keeps it.
+    pub async fn send_object_patch(
+        &self,
+        patch: &serde_json::Value,
+    ) -> Result<Option<ObjectMeta>, Error> {
         let mut body = patch.clone();
         if let Some(meta) = body
             .as_object_mut()
@@ -117,30 +137,41 @@ impl<'a> Pass<'a> {
         {
             meta.insert("resourceVersion".to_owned(), serde_json::json!(self.rv));
         }
-        if let Some(meta) = self
+        Ok(self
             .target
             .merge_patch(&self.ctx.client, &body, false)
-            .await?
-        {
-            self.rv = meta.resource_version;
-            self.generation = meta.generation;
-        }
-        Ok(())
+            .await?)
     }
 
-    /// [`Self::patch_object`], for a write the rest of this pass accounts for: its own watch
-    /// event does not wake the object again (see [`crate::runtime::caches::OwnWrites`]).
-    pub async fn patch_object_accounted(&mut self, patch: &serde_json::Value) -> Result<(), Error> {
-        let own = self.ctx.caches.own_writes.clone();
+    /// [`Self::send_object_patch`] for a write the rest of this pass accounts for.
+    pub async fn send_object_patch_accounted(
+        &self,
+        patch: &serde_json::Value,
+    ) -> Result<Option<ObjectMeta>, Error> {
+        let own = &self.ctx.caches.own_writes;
         let key = crate::runtime::caches::own_write_key(
             self.kind_name(),
             Some(&self.ns),
             Some(&self.name),
         );
         own.expect(&key);
-        let written = self.patch_object(patch).await;
-        own.settle(&key, written.as_ref().ok().and(self.rv.clone()));
+        let written = self.send_object_patch(patch).await;
+        // What it wrote, or (the object gone) the version the pass last saw, as before.
+        let rv = written.as_ref().ok().and_then(|m| {
+            m.as_ref()
+                .and_then(|m| m.resource_version.clone())
+                .or_else(|| self.rv.clone())
+        });
+        own.settle(&key, rv);
         written
+    }
+
+    /// Keeps the resourceVersion and generation a patch of the object got back.
+    pub fn patched(&mut self, meta: Option<ObjectMeta>) {
+        if let Some(meta) = meta {
+            self.rv = meta.resource_version;
+            self.generation = meta.generation;
+        }
     }
 
     /// The kind's name (`TerraformCluster`, ...).

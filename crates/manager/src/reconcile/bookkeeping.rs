@@ -1074,7 +1074,7 @@ pub fn count(metrics: &Metrics, p: &Pass<'_>, kept: &Kept, records: &[JobRecord]
 pub async fn mark_bookkept(
     jobs: &Api<Job>,
     kept: &Kept,
-    own_writes: &crate::runtime::caches::OwnWrites,
+    caches: &crate::runtime::caches::Caches,
 ) -> Result<(), Error> {
     let name = kept.record.name.as_str();
     let mut marks = bookkept_annotations(kept.outcome);
@@ -1089,8 +1089,11 @@ pub async fn mark_bookkept(
     let ns = jobs.namespace().unwrap_or_default().to_owned();
     let (pp, merge) = (PatchParams::default(), Patch::Merge(&patch));
     let write = jobs.patch(name, &pp, &merge);
-    match own_writes.write("Job", &ns, name, write).await {
-        Ok(_) => Ok(()),
+    match caches.own_writes.write("Job", &ns, name, write).await {
+        Ok(marked) => {
+            caches.created.add(marked);
+            Ok(())
+        }
         Err(e) if crate::runtime::kubeutil::is_not_found(&e) => Ok(()),
         Err(e) => Err(e.into()),
     }

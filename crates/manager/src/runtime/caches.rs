@@ -192,10 +192,16 @@ impl OwnWrites {
     }
 }
 
-/// The Jobs this manager created, kept until the Job cache shows them: a pass right after the
-/// one that created a Job sees it (read your own writes), even before its watch event arrives.
+/// The Jobs this manager created or marked bookkept, kept until the Job cache shows that write:
+/// a pass right after the one that created a Job sees it, and one right after the one that
+/// bookkept a Job sees it bookkept (read your own writes), even before the watch event arrives.
+/// Without the second, a pass woken before the mark's event would bookkeep the Job again (its
+/// metrics counted twice).
 #[derive(Clone, Default)]
-pub struct Created(Arc<Mutex<HashMap<String, Arc<Job>>>>);
+pub struct Created(Arc<Mutex<HashMap<String, WrittenJob>>>);
+
+/// A Job as a write returned it, and when.
+type WrittenJob = (Arc<Job>, std::time::Instant);
 
 impl std::fmt::Debug for Created {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -203,8 +209,12 @@ impl std::fmt::Debug for Created {
     }
 }
 
+/// How long a written Job the cache does not show is remembered (then it was deleted meanwhile).
+const WRITTEN_JOB_FOR: std::time::Duration = std::time::Duration::from_secs(300);
+
 impl Created {
-    /// Remembers a Job just created (or found created).
+    /// Remembers a Job just created (or found created), or just marked bookkept, as the API
+    /// server returned it.
     pub fn add(&self, job: Job) {
         let key = format!(
             "{}/{}",
@@ -214,8 +224,20 @@ impl Created {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, Arc::new(job));
+            .insert(key, (Arc::new(job), std::time::Instant::now()));
     }
+}
+
+/// Whether the Job carries `captf.io/bookkept`.
+fn marked_bookkept(job: &Job) -> bool {
+    job.annotations()
+        .contains_key(api::constants::annotations::BOOKKEPT)
+}
+
+/// Whether the cache shows a write remembered in [`Created`]: the Job at all, and, when the write
+/// marked it bookkept, the mark.
+fn shows(cached: Option<&Job>, written: &Job) -> bool {
+    cached.is_some_and(|c| marked_bookkept(c) || !marked_bookkept(written))
 }
 
 impl std::fmt::Debug for Caches {
@@ -871,26 +893,21 @@ impl Caches {
     pub fn jobs_where(&self, ns: &str, keep: impl Fn(&Job) -> bool) -> Vec<Arc<Job>> {
         let owned = |j: &Job| j.metadata.namespace.as_deref() == Some(ns) && keep(j);
         let mut jobs = self.jobs.state_filter(|j| owned(j));
-        let mut created = self
+        let mut written = self
             .created
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        // A Job the cache never showed within five minutes was deleted meanwhile.
-        let fresh = |j: &Job| {
-            j.metadata.creation_timestamp.as_ref().is_some_and(|t| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::SystemTime::from(t.0))
-                    .unwrap_or_default()
-                    < std::time::Duration::from_secs(300)
-            })
-        };
-        created.retain(|_, j| {
-            let cached = jobs.iter().any(|c| c.metadata.name == j.metadata.name)
-                || self.jobs.get(&ObjectRef::from_obj(j.as_ref())).is_some();
-            !cached && fresh(j)
+        written.retain(|_, (j, since)| {
+            let cached = self.jobs.get(&ObjectRef::from_obj(j.as_ref()));
+            !shows(cached.as_deref(), j) && since.elapsed() < WRITTEN_JOB_FOR
         });
-        jobs.extend(created.values().filter(|j| owned(j)).cloned());
+        for (j, _) in written.values().filter(|(j, _)| owned(j)) {
+            match jobs.iter_mut().find(|c| c.metadata.name == j.metadata.name) {
+                Some(cached) => *cached = j.clone(),
+                None => jobs.push(j.clone()),
+            }
+        }
         jobs
     }
 }
@@ -1490,6 +1507,54 @@ pub fn is_mirror_meta(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Obj
 
 #[cfg(test)]
 mod tests {
+
+    fn job(name: &str, rv: &str, bookkept: bool) -> super::Job {
+        let annotations = if bookkept {
+            serde_json::json!({"captf.io/bookkept": "true"})
+        } else {
+            serde_json::json!({})
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv,
+                "annotations": annotations,
+                "creationTimestamp": "2026-01-01T00:00:00Z"}
+        }))
+        .expect("job")
+    }
+
+    /// A Job this manager created is seen before the cache shows it; one it marked bookkept is
+    /// seen bookkept until the cache shows the mark (not the cached version without it, which a
+    /// pass would bookkeep again); each is forgotten once the cache shows the write.
+    #[test]
+    fn jobs_written_are_seen_until_the_cache_shows_the_write() {
+        use kube::runtime::watcher::Event;
+        let (store, mut writer) = kube::runtime::reflector::store();
+        let mut caches = super::Caches::unstarted();
+        caches.jobs = store;
+        let bookkept = |caches: &super::Caches, name: &str| {
+            caches
+                .jobs_where("ns", |_| true)
+                .iter()
+                .find(|j| j.metadata.name.as_deref() == Some(name))
+                .map(|j| super::marked_bookkept(j))
+        };
+        caches.created.add(job("new", "5", false));
+        assert_eq!(bookkept(&caches, "new"), Some(false));
+        writer.apply_watcher_event(&Event::Apply(job("done", "7", false)));
+        caches.created.add(job("done", "8", true));
+        assert_eq!(
+            bookkept(&caches, "done"),
+            Some(true),
+            "the mark, not the cache"
+        );
+        assert_eq!(caches.jobs_where("ns", |_| true).len(), 2);
+        writer.apply_watcher_event(&Event::Apply(job("new", "5", false)));
+        writer.apply_watcher_event(&Event::Apply(job("done", "8", true)));
+        assert_eq!(bookkept(&caches, "done"), Some(true));
+        assert_eq!(bookkept(&caches, "new"), Some(false));
+        let remembered = caches.created.0.lock().map_or(9, |m| m.len());
+        assert_eq!(remembered, 0, "both writes shown: nothing left to remember");
+    }
 
     /// A cached object keeps every annotation but `kubectl apply`'s last-applied copy, and no
     /// managed fields.

@@ -243,13 +243,17 @@ pub fn render_from(
 }
 
 async fn set_block_move(p: &mut Pass<'_>, on: bool) -> Result<(), Error> {
+    p.patch_object_accounted(&block_move_patch(on)).await
+}
+
+/// The merge patch that sets (`on`) or clears the clusterctl move block.
+fn block_move_patch(on: bool) -> serde_json::Value {
     let value = if on {
         serde_json::Value::String(String::new())
     } else {
         serde_json::Value::Null
     };
-    let patch = serde_json::json!({"metadata": {"annotations": {annotations::BLOCK_MOVE: value}}});
-    p.patch_object_accounted(&patch).await
+    serde_json::json!({"metadata": {"annotations": {annotations::BLOCK_MOVE: value}}})
 }
 
 /// Adds the finalizer. On a paused object the write is one this pass accounts for (its watch
@@ -341,24 +345,34 @@ pub async fn finish(
         p.announced.publish(p.ctx, &reference).await;
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
-    for k in &o.books.kept {
-        crate::reconcile::bookkeeping::mark_bookkept(&jobs, k, &p.ctx.caches.own_writes).await?;
-        crate::reconcile::bookkeeping::count(&p.ctx.metrics, &p, k, &o.books.records);
-    }
     if let Some(last) = last {
+        mark_bookkept(&p, &o).await?;
         return drop_the_finalizer(p, last).await;
     }
+    // The status landed: the Jobs are marked bookkept and the pass's events posted, at once
+    // (neither waits for the other).
     let reference = p.target.reference();
     let ctx = p.ctx;
-    p.announced.extend(p.outbox);
-    p.announced.publish(ctx, &reference).await;
+    let mut events = std::mem::take(&mut p.announced);
+    events.extend(std::mem::take(&mut p.outbox));
+    let (marked, ()) = tokio::join!(mark_bookkept(&p, &o), events.publish(ctx, &reference));
+    marked?;
     Ok(Action::requeue(requeue_after(
         acted.requeue,
         acted.started.is_some(),
         acted.stop_after_patch,
         ctx.settings.sync_period,
     )))
+}
+
+/// The Jobs this pass bookkept marked `captf.io/bookkept`, after its status write, and counted.
+async fn mark_bookkept(p: &Pass<'_>, o: &Observation) -> Result<(), Error> {
+    let jobs: Api<Job> = Api::namespaced(p.ctx.client.clone(), &p.ns);
+    for k in &o.books.kept {
+        crate::reconcile::bookkeeping::mark_bookkept(&jobs, k, &p.ctx.caches).await?;
+        crate::reconcile::bookkeeping::count(&p.ctx.metrics, p, k, &o.books.records);
+    }
+    Ok(())
 }
 
 /// When a pass looks at the object again: right after adding the finalizer; after a Job start,

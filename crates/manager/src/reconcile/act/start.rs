@@ -22,7 +22,7 @@ use kube::Api;
 use kube::api::PostParams;
 use tracing::info;
 
-use super::{RenderFrom, render_from, set_block_move};
+use super::{RenderFrom, block_move_patch, render_from};
 use crate::job;
 use crate::kinds::inputs;
 use crate::pass::{Error, Pass};
@@ -82,19 +82,6 @@ pub(super) async fn start_job(
             reason: None,
         }));
     };
-    let Some(rendered) = inputs_to_render(p, o, op, &start.inputs_hash).await? else {
-        if op == Operation::Destroy {
-            p.findings.set(
-                ctype::APPLY_JOB_SUCCEEDED,
-                ConditionStatus::False,
-                reasons::DESTROY_FAILED,
-                "The durable inputs Secret is missing: destroy has nothing to run against",
-            );
-        }
-        return Ok(Started::Wait(WaitReason::InputsUnavailable {
-            reason: None,
-        }));
-    };
     let (target, ctx) = (p.target, p.ctx);
     let spec_image = target.workspace().source.image.clone();
     let image = image_to_run(p, o, op);
@@ -142,28 +129,46 @@ pub(super) async fn start_job(
     };
     let job_name = job::job_name(&request);
     // The cache may not show yet a Job a pass just created: a deterministic name that exists is
-    // that Job, started already (its leases and lock are its own; nothing is taken again).
+    // that Job, started already (its leases and lock are its own; nothing is taken again). It is
+    // looked up beside the inputs' reads, which do not depend on it.
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
-    if let Some(existing) = jobs.get_opt(&job_name).await? {
+    let (rendered, existing) = tokio::join!(
+        inputs_to_render(p, o, op, &start.inputs_hash),
+        jobs.get_opt(&job_name)
+    );
+    let Some(rendered) = rendered? else {
+        if op == Operation::Destroy {
+            p.findings.set(
+                ctype::APPLY_JOB_SUCCEEDED,
+                ConditionStatus::False,
+                reasons::DESTROY_FAILED,
+                "The durable inputs Secret is missing: destroy has nothing to run against",
+            );
+        }
+        return Ok(Started::Wait(WaitReason::InputsUnavailable {
+            reason: None,
+        }));
+    };
+    if let Some(existing) = existing? {
         ctx.caches.created.add(existing);
         return Ok(Started::Yes(job_name));
     }
-    let run_lease_created = match take_leases(p, &cluster_name, op, &job_name).await? {
+    // The lock is read beside the leases: its reading does not depend on them, and its result
+    // counts only once they are held (a pass that waits for a lease has read it for nothing).
+    let (leases, lock_read) = tokio::join!(
+        take_leases(p, &cluster_name, op, &job_name),
+        state::check_lock(&ctx.client, &ns, &suffix, p.kind, &name)
+    );
+    let run_lease_created = match leases? {
         Ok(created) => created,
         Err(wait) => return Ok(Started::Wait(wait)),
     };
     confirm_state(p, o, (&cluster_name, &job_name), run_lease_created).await?;
-    let force_unlock = match lock(p, &cluster_name, &job_name).await? {
+    let force_unlock = match lock(p, lock_read?, &cluster_name, &job_name).await? {
         Ok(unlock) => unlock,
         Err(wait) => return Ok(Started::Wait(wait)),
     };
-    if op == Operation::Apply {
-        write_durable(p, o, &request, &rendered).await?;
-    }
-    // The clusterctl move block, just before the Job.
-    if p.target.annotation(annotations::BLOCK_MOVE).is_none() {
-        set_block_move(p, true).await?;
-    }
+    durable_and_move_block(p, o, &request, &rendered, op == Operation::Apply).await?;
     request.force_unlock = force_unlock.as_deref();
     if create_job(p, &request, &rendered).await? {
         if let Some(changed) = changed_at(start, p.target.meta(), &o.books.records) {
@@ -418,11 +423,11 @@ pub(super) async fn take_run_and_cluster_leases(
 /// waits, its leases given back).
 async fn lock(
     p: &mut Pass<'_>,
+    check: LockCheck,
     cluster_name: &str,
     job_name: &str,
 ) -> Result<Result<Option<String>, WaitReason>, Error> {
     let client = &p.ctx.client;
-    let check = state::check_lock(client, &p.ns, &p.suffix, p.kind, &p.name).await?;
     let who = match check {
         LockCheck::Free => return Ok(Ok(None)),
         LockCheck::Stale { id } if state::exists(client, &p.ns, &p.suffix).await? => {
@@ -520,9 +525,45 @@ async fn release_lock_before_first_state(p: &mut Pass<'_>, id: &str) -> Result<(
     Ok(())
 }
 
+/// The durable inputs (at an apply's start) and the clusterctl move block (unless set), just
+/// before the Job: written at once, two objects neither of which waits for the other. Then, at an
+/// apply's start, a cluster's endpoint source.
+async fn durable_and_move_block(
+    p: &mut Pass<'_>,
+    o: &mut Observation,
+    request: &job::JobRequest<'_>,
+    rendered: &RenderedInputs,
+    apply: bool,
+) -> Result<(), Error> {
+    let block = p.target.annotation(annotations::BLOCK_MOVE).is_none();
+    let patch = block_move_patch(true);
+    let pass = &*p;
+    let durable = async {
+        if apply {
+            write_durable(pass, o, request, rendered).await
+        } else {
+            Ok(())
+        }
+    };
+    let moved = async {
+        if block {
+            pass.send_object_patch_accounted(&patch).await
+        } else {
+            Ok(None)
+        }
+    };
+    let (durable, moved) = tokio::join!(durable, moved);
+    p.patched(moved?);
+    durable?;
+    if apply {
+        record_user_endpoint(p, o).await?;
+    }
+    Ok(())
+}
+
 /// The durable inputs, written at an apply's start (with the digest pinned for this image).
 async fn write_durable(
-    p: &mut Pass<'_>,
+    p: &Pass<'_>,
     o: &mut Observation,
     request: &job::JobRequest<'_>,
     rendered: &RenderedInputs,
@@ -554,7 +595,7 @@ async fn write_durable(
     };
     o.durable.written(written);
     o.durable.remember(&p.ctx.caches, &p.uid);
-    record_user_endpoint(p, o).await
+    Ok(())
 }
 
 /// `captf.io/endpoint-source: user` before the first apply when an endpoint is already set.

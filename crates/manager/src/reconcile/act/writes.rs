@@ -47,12 +47,25 @@ pub async fn make(
             p.patch_object(&patch).await?;
         }
         Write::ReleaseRun { job, cluster_lease } => {
+            // Three objects, none waiting for another: deleted and given back at once.
             let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-            delete_opt(&secrets, &run_secret_name(&job)).await?;
-            super::start::give_back_run_lease(p, &job).await?;
-            if let Some(lease) = cluster_lease {
-                leases::give_back(&client, &p.ctx.caches.leases, &ns, &lease, &job).await?;
-            }
+            let run_secret = run_secret_name(&job);
+            let cluster_lease = async {
+                match &cluster_lease {
+                    Some(lease) => {
+                        leases::give_back(&client, &p.ctx.caches.leases, &ns, lease, &job).await
+                    }
+                    None => Ok(()),
+                }
+            };
+            let (deleted, run_lease, cluster_lease) = tokio::join!(
+                delete_opt(&secrets, &run_secret),
+                super::start::give_back_run_lease(p, &job),
+                cluster_lease
+            );
+            deleted?;
+            run_lease?;
+            cluster_lease?;
         }
         Write::PruneJob { job } => {
             let jobs: Api<Job> = Api::namespaced(client, &ns);
