@@ -161,10 +161,15 @@ pub(crate) async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, 
     http2_client(&config).map_err(|e| e.to_string())
 }
 
+/// The most any request of the runner's client may take (the plan-text Secret's store and
+/// delete; an event gives up after [`REQUEST_TIMEOUT`]). kube's HTTP/1.1 client bounded each read
+/// and write by `REQUEST_TIMEOUT` instead, which has no counterpart on a shared HTTP/2 connection.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// kube's own client stack (base URI, authentication) over a connector that offers `h2` and
 /// `http/1.1` by ALPN: kube's default client offers only HTTP/1.1, where requests in flight at
-/// once each need a connection of their own, each with its TLS handshake. No retry; a request's
-/// timeout is its caller's ([`REQUEST_TIMEOUT`]), the connection's is set here.
+/// once each need a connection of their own, each with its TLS handshake. No retry; a connection
+/// is made within [`REQUEST_TIMEOUT`], a request answered within [`CALL_TIMEOUT`].
 fn http2_client(config: &kube::Config) -> kube::Result<kube::Client> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
@@ -191,7 +196,7 @@ fn http2_client(config: &kube::Config) -> kube::Result<kube::Client> {
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)
-        .map_err(tower::BoxError::from)
+        .timeout(CALL_TIMEOUT)
         .map_response(log_protocol_once)
         .service(http_client);
     Ok(kube::Client::new(service, config.default_namespace.clone()))

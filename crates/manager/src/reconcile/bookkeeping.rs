@@ -28,7 +28,7 @@ use crate::pass::status::{Fact, FinishedRun, plan_preview};
 use crate::pass::{Error, Pass};
 use crate::reconcile::observe::Observation;
 use crate::reconcile::plan::Consumed;
-use crate::runtime::caches::Caches;
+use crate::runtime::caches::{Caches, is_bookkept};
 use crate::runtime::events::Outbox;
 use crate::runtime::metrics::Metrics;
 use crate::state::durable::Durable;
@@ -257,14 +257,6 @@ pub fn recorded_outcome(job: &Job) -> Option<JobOutcome> {
     } else {
         JobOutcome::Failed
     })
-}
-
-/// Whether a Job was already bookkept.
-pub fn is_bookkept(job: &Job) -> bool {
-    job.metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(annotations::BOOKKEPT))
 }
 
 fn to_system(t: &Time) -> SystemTime {
@@ -1071,11 +1063,7 @@ pub fn count(metrics: &Metrics, p: &Pass<'_>, kept: &Kept, records: &[JobRecord]
 
 /// Marks a Job bookkept, with the annotations of its outcome (after the status patch landed): a
 /// write the pass accounted for, which wakes no one.
-pub async fn mark_bookkept(
-    jobs: &Api<Job>,
-    kept: &Kept,
-    caches: &crate::runtime::caches::Caches,
-) -> Result<(), Error> {
+pub async fn mark_bookkept(jobs: &Api<Job>, kept: &Kept, caches: &Caches) -> Result<(), Error> {
     let name = kept.record.name.as_str();
     let mut marks = bookkept_annotations(kept.outcome);
     if kept.plan_unreadable {
@@ -1091,7 +1079,7 @@ pub async fn mark_bookkept(
     let write = jobs.patch(name, &pp, &merge);
     match caches.own_writes.write("Job", &ns, name, write).await {
         Ok(marked) => {
-            caches.created.add(marked);
+            caches.written_jobs.add(marked);
             Ok(())
         }
         Err(e) if crate::runtime::kubeutil::is_not_found(&e) => Ok(()),

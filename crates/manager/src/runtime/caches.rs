@@ -85,8 +85,8 @@ pub struct Caches {
     pub variable_config_maps: Store<Meta<ConfigMap>>,
     /// What passes decoded from Secrets, by resourceVersion.
     pub decoded: Decoded,
-    /// The Jobs this manager created that the Job cache may not show yet.
-    pub created: Created,
+    /// The Jobs this manager created or marked bookkept that the Job cache may not show so yet.
+    pub written_jobs: WrittenJobs,
     /// Writes a pass made and already accounted for, which wake no one.
     pub own_writes: OwnWrites,
     /// When this manager first saw each run and cluster lease record.
@@ -198,21 +198,21 @@ impl OwnWrites {
 /// Without the second, a pass woken before the mark's event would bookkeep the Job again (its
 /// metrics counted twice).
 #[derive(Clone, Default)]
-pub struct Created(Arc<Mutex<HashMap<String, WrittenJob>>>);
+pub struct WrittenJobs(Arc<Mutex<HashMap<String, WrittenJob>>>);
 
 /// A Job as a write returned it, and when.
 type WrittenJob = (Arc<Job>, std::time::Instant);
 
-impl std::fmt::Debug for Created {
+impl std::fmt::Debug for WrittenJobs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Created")
+        f.write_str("WrittenJobs")
     }
 }
 
 /// How long a written Job the cache does not show is remembered (then it was deleted meanwhile).
 const WRITTEN_JOB_FOR: std::time::Duration = std::time::Duration::from_secs(300);
 
-impl Created {
+impl WrittenJobs {
     /// Remembers a Job just created (or found created), or just marked bookkept, as the API
     /// server returned it.
     pub fn add(&self, job: Job) {
@@ -228,16 +228,16 @@ impl Created {
     }
 }
 
-/// Whether the Job carries `captf.io/bookkept`.
-fn marked_bookkept(job: &Job) -> bool {
+/// Whether a Job was already bookkept (it carries `captf.io/bookkept`).
+pub fn is_bookkept(job: &Job) -> bool {
     job.annotations()
         .contains_key(api::constants::annotations::BOOKKEPT)
 }
 
-/// Whether the cache shows a write remembered in [`Created`]: the Job at all, and, when the write
+/// Whether the cache shows a write remembered in [`WrittenJobs`]: the Job at all, and, when the write
 /// marked it bookkept, the mark.
 fn shows(cached: Option<&Job>, written: &Job) -> bool {
-    cached.is_some_and(|c| marked_bookkept(c) || !marked_bookkept(written))
+    cached.is_some_and(|c| is_bookkept(c) || !is_bookkept(written))
 }
 
 impl std::fmt::Debug for Caches {
@@ -779,7 +779,7 @@ pub fn start(
         namespaces,
         variable_config_maps,
         decoded,
-        created: Created::default(),
+        written_jobs: WrittenJobs::default(),
         own_writes,
         lease_clock: crate::runtime::leases::LeaseClock::default(),
     };
@@ -817,7 +817,7 @@ impl Caches {
             namespaces: reflector::store().0,
             variable_config_maps: reflector::store().0,
             decoded: Decoded::default(),
-            created: Created::default(),
+            written_jobs: WrittenJobs::default(),
             own_writes: OwnWrites::default(),
             lease_clock: crate::runtime::leases::LeaseClock::default(),
         }
@@ -894,7 +894,7 @@ impl Caches {
         let owned = |j: &Job| j.metadata.namespace.as_deref() == Some(ns) && keep(j);
         let mut jobs = self.jobs.state_filter(|j| owned(j));
         let mut written = self
-            .created
+            .written_jobs
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
@@ -1536,12 +1536,12 @@ mod tests {
                 .jobs_where("ns", |_| true)
                 .iter()
                 .find(|j| j.metadata.name.as_deref() == Some(name))
-                .map(|j| super::marked_bookkept(j))
+                .map(|j| super::is_bookkept(j))
         };
-        caches.created.add(job("new", "5", false));
+        caches.written_jobs.add(job("new", "5", false));
         assert_eq!(bookkept(&caches, "new"), Some(false));
         writer.apply_watcher_event(&Event::Apply(job("done", "7", false)));
-        caches.created.add(job("done", "8", true));
+        caches.written_jobs.add(job("done", "8", true));
         assert_eq!(
             bookkept(&caches, "done"),
             Some(true),
@@ -1552,7 +1552,7 @@ mod tests {
         writer.apply_watcher_event(&Event::Apply(job("done", "8", true)));
         assert_eq!(bookkept(&caches, "done"), Some(true));
         assert_eq!(bookkept(&caches, "new"), Some(false));
-        let remembered = caches.created.0.lock().map_or(9, |m| m.len());
+        let remembered = caches.written_jobs.0.lock().map_or(9, |m| m.len());
         assert_eq!(remembered, 0, "both writes shown: nothing left to remember");
     }
 

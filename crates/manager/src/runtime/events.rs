@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use api::constants::events::next_event_time;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -266,8 +267,6 @@ impl Series {
         self.open.is_empty()
     }
 }
-
-use api::constants::events::next_event_time;
 
 /// Posts the manager's events (reporting controller `captf-manager`, instance `--instance`):
 /// a new event creates an Event, a repeat within [`SERIES_WINDOW`] adds to its `series`.

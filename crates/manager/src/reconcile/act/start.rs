@@ -150,7 +150,7 @@ pub(super) async fn start_job(
         }));
     };
     if let Some(existing) = existing? {
-        ctx.caches.created.add(existing);
+        ctx.caches.written_jobs.add(existing);
         return Ok(Started::Yes(job_name));
     }
     // The lock is read beside the leases: its reading does not depend on them, and its result
@@ -649,7 +649,7 @@ async fn create_job(
         Err(e) if is_conflict(&e) => (jobs.get(&job_name).await?, false),
         Err(e) => return Err(e.into()),
     };
-    p.ctx.caches.created.add(created.clone());
+    p.ctx.caches.written_jobs.add(created.clone());
     create_run_secret(p, &created, rendered).await?;
     Ok(new)
 }
