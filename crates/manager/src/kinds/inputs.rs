@@ -78,13 +78,15 @@ fn owner_ref<'a>(refs: &'a [OwnerReference], kind: &str) -> Option<&'a OwnerRefe
     })
 }
 
-fn annotated_paused(meta: &ObjectMeta) -> bool {
+/// Whether `meta` carries Cluster API's `cluster.x-k8s.io/paused` annotation.
+pub(crate) fn annotated_paused(meta: &ObjectMeta) -> bool {
     meta.annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(annotations::PAUSED))
 }
 
-fn cluster_paused(cluster: &Cluster) -> bool {
+/// Whether a Cluster pauses its objects: `spec.paused`, or the paused annotation.
+pub(crate) fn cluster_paused(cluster: &Cluster) -> bool {
     cluster.spec.paused.unwrap_or(false) || annotated_paused(&cluster.metadata)
 }
 

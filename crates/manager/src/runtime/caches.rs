@@ -319,17 +319,51 @@ struct Wake {
     pools: UnboundedSender<ObjectRef<TerraformMachinePool>>,
     identities: UnboundedSender<ObjectRef<TerraformClusterIdentity>>,
     departures: UnboundedSender<String>,
+    stores: WakeStores,
+    decoded: Decoded,
+    own_writes: OwnWrites,
+}
+
+/// The stores a [`Wake`] reads to find whom to wake.
+#[derive(Clone)]
+struct WakeStores {
     tcs: Store<TerraformCluster>,
     tms: Store<TerraformMachine>,
     tmps: Store<TerraformMachinePool>,
     pool_owners: Store<MachinePool>,
     tcis: Store<TerraformClusterIdentity>,
     machine_owners: Store<Machine>,
-    decoded: Decoded,
-    own_writes: OwnWrites,
+    cluster_owners: Store<Cluster>,
 }
 
 impl Wake {
+    /// A Wake over `stores`, and the triggers it feeds.
+    fn new(stores: WakeStores, decoded: Decoded, own_writes: OwnWrites) -> (Self, Triggers) {
+        let (clusters, clusters_rx) = unbounded();
+        let (machines, machines_rx) = unbounded();
+        let (pools, pools_rx) = unbounded();
+        let (identities, identities_rx) = unbounded();
+        let (departures, departures_rx) = unbounded();
+        let wake = Self {
+            clusters,
+            machines,
+            pools,
+            identities,
+            departures,
+            stores,
+            decoded,
+            own_writes,
+        };
+        let triggers = Triggers {
+            clusters: clusters_rx,
+            machines: machines_rx,
+            pools: pools_rx,
+            identities: identities_rx,
+            departures: departures_rx,
+        };
+        (wake, triggers)
+    }
+
     fn cluster(&self, r: ObjectRef<TerraformCluster>) {
         let _ = self.clusters.unbounded_send(r);
     }
@@ -354,7 +388,7 @@ impl Wake {
 
     /// The TerraformClusters of cluster `cluster` in `ns`.
     fn clusters_of(&self, ns: Option<&str>, cluster: &str) {
-        for tc in self.tcs.state() {
+        for tc in self.stores.tcs.state() {
             if tc.namespace().as_deref() == ns && tc_cluster_name(&tc).as_deref() == Some(cluster) {
                 self.cluster(ObjectRef::from_obj(tc.as_ref()));
             }
@@ -369,17 +403,17 @@ impl Wake {
         keep: impl Fn(ObjectKind, &ObjectMeta, &api::workload::WorkspaceSpec) -> bool,
     ) {
         let in_ns = |m: &ObjectMeta| ns.is_none() || m.namespace.as_deref() == ns;
-        for tc in self.tcs.state() {
+        for tc in self.stores.tcs.state() {
             if in_ns(&tc.metadata) && keep(ObjectKind::Cluster, &tc.metadata, &tc.spec.workspace) {
                 self.cluster(ObjectRef::from_obj(tc.as_ref()));
             }
         }
-        for tm in self.tms.state() {
+        for tm in self.stores.tms.state() {
             if in_ns(&tm.metadata) && keep(ObjectKind::Machine, &tm.metadata, &tm.spec.workspace) {
                 self.machine(ObjectRef::from_obj(tm.as_ref()));
             }
         }
-        for tmp in self.tmps.state() {
+        for tmp in self.stores.tmps.state() {
             let kind = ObjectKind::MachinePool;
             if in_ns(&tmp.metadata) && keep(kind, &tmp.metadata, &tmp.spec.workspace) {
                 self.pool(ObjectRef::from_obj(tmp.as_ref()));
@@ -414,6 +448,40 @@ impl Wake {
             _ => {}
         }
     }
+
+    /// Whether the caches show the object an owner reference names (one of ours) paused: by its
+    /// own `cluster.x-k8s.io/paused` annotation, or by its Cluster's (named by the object's
+    /// cluster). Unknown (an object or Cluster the caches do not show yet) is not paused.
+    fn paused(&self, ns: Option<&str>, kind: &str, name: &str) -> bool {
+        let (meta, cluster) = match kind {
+            "TerraformCluster" => match self.stores.tcs.get(&within(ObjectRef::new(name), ns)) {
+                Some(tc) => (tc.metadata.clone(), tc_cluster_name(&tc)),
+                None => return false,
+            },
+            "TerraformMachine" => match self.stores.tms.get(&within(ObjectRef::new(name), ns)) {
+                Some(tm) => (tm.metadata.clone(), cluster_label(&tm.metadata)),
+                None => return false,
+            },
+            "TerraformMachinePool" => match self.stores.tmps.get(&within(ObjectRef::new(name), ns))
+            {
+                Some(tmp) => (tmp.metadata.clone(), cluster_label(&tmp.metadata)),
+                None => return false,
+            },
+            _ => return false,
+        };
+        crate::kinds::inputs::annotated_paused(&meta)
+            || cluster.is_some_and(|c| {
+                self.stores
+                    .cluster_owners
+                    .get(&within(ObjectRef::new(&c), ns))
+                    .is_some_and(|c| crate::kinds::inputs::cluster_paused(&c))
+            })
+    }
+}
+
+/// The `cluster.x-k8s.io/cluster-name` label of an object.
+fn cluster_label(meta: &ObjectMeta) -> Option<String> {
+    meta.labels.as_ref()?.get(labels::CLUSTER_NAME).cloned()
 }
 
 fn within<K: Resource<DynamicType = ()>>(r: ObjectRef<K>, ns: Option<&str>) -> ObjectRef<K> {
@@ -657,28 +725,19 @@ pub fn start(
     let (mp_store, mp_writer) = reflector::store();
     let (machine_store, machine_writer) = reflector::store();
     let (tci_store, tci_writer) = reflector::store();
-    let (tc_tx, tc_rx) = unbounded();
-    let (tm_tx, tm_rx) = unbounded();
-    let (tmp_tx, tmp_rx) = unbounded();
-    let (tci_tx, tci_rx) = unbounded();
-    let (gone_tx, gone_rx) = unbounded();
+    let (cluster_store, cluster_writer) = reflector::store();
     let decoded = Decoded::default();
     let own_writes = OwnWrites::default();
-    let wake = Wake {
-        clusters: tc_tx,
-        machines: tm_tx,
-        pools: tmp_tx,
-        identities: tci_tx,
-        departures: gone_tx,
+    let stores = WakeStores {
         tcs: tc_store.clone(),
         tms: tm_store.clone(),
         tmps: tmp_store.clone(),
         pool_owners: mp_store.clone(),
         tcis: tci_store.clone(),
         machine_owners: machine_store.clone(),
-        decoded: decoded.clone(),
-        own_writes: own_writes.clone(),
+        cluster_owners: cluster_store.clone(),
     };
+    let (wake, triggers) = Wake::new(stores, decoded.clone(), own_writes.clone());
     let ns = settings.namespace.as_deref();
     let main = match &settings.watch_filter {
         Some(v) if !v.is_empty() => {
@@ -730,8 +789,9 @@ pub fn start(
         "identities",
         on_identity(wake.clone()),
     );
-    let clusters = informed(
+    inform_into(
         w,
+        cluster_writer,
         api_for(c, ns),
         all(),
         "clusters",
@@ -766,7 +826,7 @@ pub fn start(
         terraform_clusters: tc_store,
         terraform_machines: tm_store,
         terraform_machine_pools: tmp_store,
-        clusters,
+        clusters: cluster_store,
         machines: machine_store,
         machine_pools: mp_store,
         identities: tci_store,
@@ -782,13 +842,6 @@ pub fn start(
         written_jobs: WrittenJobs::default(),
         own_writes,
         lease_clock: crate::runtime::leases::LeaseClock::default(),
-    };
-    let triggers = Triggers {
-        clusters: tc_rx,
-        machines: tm_rx,
-        pools: tmp_rx,
-        identities: tci_rx,
-        departures: gone_rx,
     };
     let run = futures::future::join_all(std::mem::take(w))
         .map(drop)
@@ -1260,11 +1313,16 @@ fn on_secret(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Secret>>) + Send {
                 wake.identity(ObjectRef::new(identity));
             }
         } else if !wake.own_writes.seen("Secret", &s.metadata) || deleted {
+            // Nothing a paused object's Secret changes is the paused branch's to do (it bookkeeps
+            // the object's Jobs, which wake it themselves); the unpause wakes the object, and
+            // that pass reads its Secrets.
             for o in s.owner_references() {
-                wake.owner(ns.as_deref(), &o.kind, &o.name);
+                if !wake.paused(ns.as_deref(), &o.kind, &o.name) {
+                    wake.owner(ns.as_deref(), &o.kind, &o.name);
+                }
             }
         }
-        for tci in wake.tcis.state() {
+        for tci in wake.stores.tcis.state() {
             if let Some(r) = &tci.spec.secret_ref
                 && Some(r.namespace.as_str()) == ns.as_deref()
                 && r.name == name
@@ -1272,7 +1330,7 @@ fn on_secret(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Secret>>) + Send {
                 wake.identity(ObjectRef::from_obj(tci.as_ref()));
             }
         }
-        for m in wake.machine_owners.state() {
+        for m in wake.stores.machine_owners.state() {
             let bootstrap = m
                 .spec
                 .bootstrap
@@ -1287,7 +1345,7 @@ fn on_secret(wake: Wake) -> impl FnMut(&watcher::Event<Meta<Secret>>) + Send {
                 wake.machine(within(ObjectRef::new(&r.name), ns.as_deref()));
             }
         }
-        for mp in wake.pool_owners.state() {
+        for mp in wake.stores.pool_owners.state() {
             let bootstrap = mp.spec.template.spec.bootstrap.as_ref();
             if mp.namespace() == ns
                 && bootstrap.and_then(|b| b.data_secret_name.as_deref()) == Some(name.as_str())
@@ -1507,6 +1565,99 @@ pub fn is_mirror_meta(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Obj
 
 #[cfg(test)]
 mod tests {
+
+    /// A [`super::Wake`] over stores the test fills, and the receiver of its machine triggers.
+    fn wake_for_test() -> (
+        super::Wake,
+        super::Writer<super::TerraformMachine>,
+        super::Writer<super::Cluster>,
+        super::UnboundedReceiver<super::ObjectRef<super::TerraformMachine>>,
+    ) {
+        use kube::runtime::reflector::store;
+        let (tms, tm_writer) = store();
+        let (cluster_owners, cluster_writer) = store();
+        let stores = super::WakeStores {
+            tcs: store().0,
+            tms,
+            tmps: store().0,
+            pool_owners: store().0,
+            tcis: store().0,
+            machine_owners: store().0,
+            cluster_owners,
+        };
+        let (wake, triggers) = super::Wake::new(
+            stores,
+            super::Decoded::default(),
+            super::OwnWrites::default(),
+        );
+        let tm_rx = triggers.machines;
+        (wake, tm_writer, cluster_writer, tm_rx)
+    }
+
+    /// A Secret owned by a TerraformMachine wakes it, unless the caches show the machine or its
+    /// Cluster paused: the unpause wakes it instead (the Secrets `clusterctl move` creates next
+    /// to a paused object cost it no pass).
+    #[test]
+    fn an_owned_secret_does_not_wake_a_paused_object() {
+        use kube::runtime::watcher::Event;
+        let (wake, mut tms, mut clusters, mut woken) = wake_for_test();
+        let tm = |name: &str, annotations: serde_json::Value| -> super::TerraformMachine {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+                "kind": "TerraformMachine",
+                "metadata": {"name": name, "namespace": "ns", "annotations": annotations,
+                    "labels": {"cluster.x-k8s.io/cluster-name": "c"}},
+                "spec": {"source": {"image": "registry.example/m:1"}}
+            }))
+            .expect("a TerraformMachine")
+        };
+        let cluster = |paused: bool| -> super::Cluster {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "c", "namespace": "ns"},
+                "spec": {"paused": paused}
+            }))
+            .expect("a Cluster")
+        };
+        let secret = |owner: &str| -> super::Meta<super::Secret> {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": format!("state-{owner}"), "namespace": "ns",
+                    "resourceVersion": "1",
+                    "ownerReferences": [{"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+                        "kind": "TerraformMachine", "name": owner, "uid": "u"}]}
+            }))
+            .expect("Secret metadata")
+        };
+        tms.apply_watcher_event(&Event::Apply(tm("running", serde_json::json!({}))));
+        tms.apply_watcher_event(&Event::Apply(tm(
+            "annotated",
+            serde_json::json!({"cluster.x-k8s.io/paused": ""}),
+        )));
+        let mut on_secret = super::on_secret(wake);
+        let names = |woken: &mut super::UnboundedReceiver<_>| {
+            let mut out = Vec::new();
+            while let Ok(r) = woken.try_recv() {
+                let r: super::ObjectRef<super::TerraformMachine> = r;
+                out.push(r.name);
+            }
+            out
+        };
+        for name in ["running", "annotated", "unknown"] {
+            on_secret(&Event::Apply(secret(name)));
+        }
+        assert_eq!(
+            names(&mut woken),
+            ["running", "unknown"],
+            "the annotated machine is paused; one the cache does not show yet is woken"
+        );
+        clusters.apply_watcher_event(&Event::Apply(cluster(true)));
+        on_secret(&Event::Apply(secret("running")));
+        on_secret(&Event::Delete(secret("running")));
+        assert!(names(&mut woken).is_empty(), "its Cluster is paused");
+        clusters.apply_watcher_event(&Event::Apply(cluster(false)));
+        on_secret(&Event::Apply(secret("running")));
+        assert_eq!(names(&mut woken), ["running"]);
+    }
 
     fn job(name: &str, rv: &str, bookkept: bool) -> super::Job {
         let annotations = if bookkept {
