@@ -164,7 +164,7 @@ pub(crate) async fn client(kubeconfig: Option<PathBuf>) -> Result<kube::Client, 
 /// The most any request of the runner's client may take (the plan-text Secret's store and
 /// delete; an event gives up after [`REQUEST_TIMEOUT`]). kube's HTTP/1.1 client bounded each read
 /// and write by `REQUEST_TIMEOUT` instead, which has no counterpart on a shared HTTP/2 connection.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// kube's own client stack (base URI, authentication) over a connector that offers `h2` and
 /// `http/1.1` by ALPN: kube's default client offers only HTTP/1.1, where requests in flight at

@@ -453,35 +453,35 @@ impl Wake {
     /// own `cluster.x-k8s.io/paused` annotation, or by its Cluster's (named by the object's
     /// cluster). Unknown (an object or Cluster the caches do not show yet) is not paused.
     fn paused(&self, ns: Option<&str>, kind: &str, name: &str) -> bool {
-        let (meta, cluster) = match kind {
-            "TerraformCluster" => match self.stores.tcs.get(&within(ObjectRef::new(name), ns)) {
-                Some(tc) => (tc.metadata.clone(), tc_cluster_name(&tc)),
-                None => return false,
-            },
-            "TerraformMachine" => match self.stores.tms.get(&within(ObjectRef::new(name), ns)) {
-                Some(tm) => (tm.metadata.clone(), cluster_label(&tm.metadata)),
-                None => return false,
-            },
-            "TerraformMachinePool" => match self.stores.tmps.get(&within(ObjectRef::new(name), ns))
-            {
-                Some(tmp) => (tmp.metadata.clone(), cluster_label(&tmp.metadata)),
-                None => return false,
-            },
-            _ => return false,
+        use crate::kinds::inputs::{annotated_paused, cluster_paused};
+        let member = |meta: &ObjectMeta| {
+            let cluster = meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::CLUSTER_NAME));
+            (annotated_paused(meta), cluster.cloned())
         };
-        crate::kinds::inputs::annotated_paused(&meta)
+        let found = match kind {
+            "TerraformCluster" => (self.stores.tcs.get(&within(ObjectRef::new(name), ns)))
+                .map(|tc| (annotated_paused(&tc.metadata), tc_cluster_name(&tc))),
+            "TerraformMachine" => (self.stores.tms.get(&within(ObjectRef::new(name), ns)))
+                .map(|tm| member(&tm.metadata)),
+            "TerraformMachinePool" => (self.stores.tmps.get(&within(ObjectRef::new(name), ns)))
+                .map(|tmp| member(&tmp.metadata)),
+            _ => None,
+        };
+        let Some((annotated, cluster)) = found else {
+            return false;
+        };
+        annotated
             || cluster.is_some_and(|c| {
-                self.stores
+                (self
+                    .stores
                     .cluster_owners
-                    .get(&within(ObjectRef::new(&c), ns))
-                    .is_some_and(|c| crate::kinds::inputs::cluster_paused(&c))
+                    .get(&within(ObjectRef::new(&c), ns)))
+                .is_some_and(|c| cluster_paused(&c))
             })
     }
-}
-
-/// The `cluster.x-k8s.io/cluster-name` label of an object.
-fn cluster_label(meta: &ObjectMeta) -> Option<String> {
-    meta.labels.as_ref()?.get(labels::CLUSTER_NAME).cloned()
 }
 
 fn within<K: Resource<DynamicType = ()>>(r: ObjectRef<K>, ns: Option<&str>) -> ObjectRef<K> {
