@@ -123,6 +123,8 @@ pub enum Take {
     Taken {
         /// The lease was created by this take.
         created: bool,
+        /// This very Job held the lease already (the write replaced the version that showed it).
+        held_already: bool,
     },
     /// Held by another live Job.
     HeldBy(String),
@@ -217,7 +219,10 @@ pub async fn take(
                 match api.create(&PostParams::default(), &lease).await {
                     Ok(written) => {
                         clock.wrote(&written, Instant::now());
-                        return Ok(Take::Taken { created: true });
+                        return Ok(Take::Taken {
+                            created: true,
+                            held_already: false,
+                        });
                     }
                     Err(e) if is_conflict(&e) => {}
                     Err(e) => return Err(e),
@@ -242,7 +247,10 @@ pub async fn take(
                 match api.replace(name, &PostParams::default(), &lease).await {
                     Ok(written) => {
                         clock.wrote(&written, Instant::now());
-                        return Ok(Take::Taken { created: false });
+                        return Ok(Take::Taken {
+                            created: false,
+                            held_already: holder == job,
+                        });
                     }
                     Err(e) if is_conflict(&e) => {}
                     Err(e) => return Err(e),

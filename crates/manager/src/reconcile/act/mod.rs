@@ -94,7 +94,7 @@ async fn carry_out(p: &mut Pass<'_>, o: &mut Observation, acted: &mut Acted) -> 
         reason: WaitReason::MachineOperations { operation, job },
         ..
     } = &acted.decision
-        && let Err(reason) =
+        && let Some(reason) =
             start::take_run_and_cluster_leases(p, &o.cluster_name, *operation, job).await?
     {
         acted.decision = Decision::Wait {

@@ -128,15 +128,25 @@ pub(super) async fn start_job(
         restore: start.restore,
     };
     let job_name = job::job_name(&request);
-    // The cache may not show yet a Job a pass just created: a deterministic name that exists is
-    // that Job, started already (its leases and lock are its own; nothing is taken again). It is
-    // looked up beside the inputs' reads, which do not depend on it.
-    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
-    let (rendered, existing) = tokio::join!(
+    // The inputs, the leases (with the Job looked up when the run lease was there already) and
+    // the state lock go out at once: none depends on another's answer. The lock's reading counts
+    // only once the leases are held (a pass that waits for a lease has read it for nothing).
+    let (rendered, leases, lock_read) = tokio::join!(
         inputs_to_render(p, o, op, &start.inputs_hash),
-        jobs.get_opt(&job_name)
+        // Boxed: the leases' writes would make every pass's future as large as their own.
+        Box::pin(take_leases(p, &cluster_name, op, &job_name)),
+        state::check_lock(&ctx.client, &ns, &suffix, p.kind, &name)
     );
+    let taken = match leases? {
+        Leases::JobExists(existing) => {
+            ctx.caches.written_jobs.add(*existing);
+            return Ok(Started::Yes(job_name));
+        }
+        Leases::Taken { created } => Ok(created),
+        Leases::Wait(wait) => Err(wait),
+    };
     let Some(rendered) = rendered? else {
+        give_back_leases(p, &cluster_name, &job_name).await?;
         if op == Operation::Destroy {
             p.findings.set(
                 ctype::APPLY_JOB_SUCCEEDED,
@@ -149,17 +159,7 @@ pub(super) async fn start_job(
             reason: None,
         }));
     };
-    if let Some(existing) = existing? {
-        ctx.caches.written_jobs.add(existing);
-        return Ok(Started::Yes(job_name));
-    }
-    // The lock is read beside the leases: its reading does not depend on them, and its result
-    // counts only once they are held (a pass that waits for a lease has read it for nothing).
-    let (leases, lock_read) = tokio::join!(
-        take_leases(p, &cluster_name, op, &job_name),
-        state::check_lock(&ctx.client, &ns, &suffix, p.kind, &name)
-    );
-    let run_lease_created = match leases? {
+    let run_lease_created = match taken {
         Ok(created) => created,
         Err(wait) => return Ok(Started::Wait(wait)),
     };
@@ -286,44 +286,68 @@ fn image_to_run(p: &Pass<'_>, o: &Observation, op: Operation) -> String {
     }
 }
 
-/// The run lease, then the cluster operation gate; `Some(wait)` when the Job must wait. `decide`
-/// already waited on what the caches show; this is the write itself, and its check against the
-/// API server: a lease taken meanwhile by another pass or manager turns the start into a wait.
-/// A lease taken and then not used is given back.
+/// What taking the leases for a Job found.
+enum Leases {
+    /// Taken (and the gate passed): whether the run lease was created by this take.
+    Taken { created: bool },
+    /// The Job of this very name exists already, which the Job cache may not show yet (another
+    /// manager, or a pass before a crash, created it): it is started, and the leases are its own.
+    JobExists(Box<Job>),
+    /// The Job must wait.
+    Wait(WaitReason),
+}
+
+/// The run lease, then the cluster operation gate. `decide` already waited on what the caches
+/// show; this is the write itself, and its check against the API server: a lease taken meanwhile
+/// by another pass or manager turns the start into a wait. A lease taken and then not used is
+/// given back.
+///
+/// A run lease this very Job held already may have been taken by a pass that went on to create
+/// the Job, which the Job cache does not show yet (another manager's, or one before a crash): its
+/// deterministic name is looked up before any gate or check. Otherwise no Job of that name exists:
+/// a Job is created only while its run lease names it, and the lease names another Job (or none)
+/// only once the Job is bookkept, after which no decision names it again (the Job cache that
+/// showed it to the bookkeeping shows it to every later decision). A lease that was missing,
+/// free, or held by a Job that is gone is not followed by a lookup.
 async fn take_leases(
     p: &Pass<'_>,
     cluster_name: &str,
     op: Operation,
     job_name: &str,
-) -> Result<Result<bool, WaitReason>, Error> {
+) -> Result<Leases, Error> {
     let gated = matches!(
         op,
         Operation::Apply | Operation::Destroy | Operation::Restore
     );
     let gate = p.ctx.settings.cluster_operation_gate && gated && !cluster_name.is_empty();
     let (client, ns) = (&p.ctx.client, &p.ns);
-    if gate && p.kind == ObjectKind::Cluster {
-        let created = match take_run_and_cluster_leases(p, cluster_name, op, job_name).await? {
-            Ok(created) => created,
-            Err(wait) => return Ok(Err(wait)),
-        };
+    let (created, held_already) = match take_run_lease(p, cluster_name, op, job_name).await? {
+        Ok(taken) => taken,
+        Err(wait) => return Ok(Leases::Wait(wait)),
+    };
+    if held_already {
+        let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+        if let Some(existing) = jobs.get_opt(job_name).await? {
+            return Ok(Leases::JobExists(Box::new(existing)));
+        }
+    }
+    if !gate {
+        return Ok(Leases::Taken { created });
+    }
+    if p.kind == ObjectKind::Cluster {
+        if let Some(wait) = take_cluster_lease(p, cluster_name, op, job_name).await? {
+            return Ok(Leases::Wait(wait));
+        }
         // The cluster keeps both leases while it waits: machines wait behind it meanwhile.
         if leases::machines_operating(client, &p.ctx.caches.lease_clock, ns, cluster_name).await?
             > 0
         {
-            return Ok(Err(WaitReason::MachineOperations {
+            return Ok(Leases::Wait(WaitReason::MachineOperations {
                 operation: op,
                 job: job_name.to_owned(),
             }));
         }
-        return Ok(Ok(created));
-    }
-    let created = match take_run_lease(p, cluster_name, op, job_name).await? {
-        Ok(created) => created,
-        Err(wait) => return Ok(Err(wait)),
-    };
-    if !gate {
-        return Ok(Ok(created));
+        return Ok(Leases::Taken { created });
     }
     let cluster_lease = cluster_lease_name(ns, cluster_name);
     if leases::live_holder(client, &p.ctx.caches.lease_clock, ns, &cluster_lease)
@@ -331,19 +355,19 @@ async fn take_leases(
         .is_some()
     {
         give_back_run_lease(p, job_name).await?;
-        return Ok(Err(WaitReason::ClusterOperation { operation: op }));
+        return Ok(Leases::Wait(WaitReason::ClusterOperation { operation: op }));
     }
-    Ok(Ok(created))
+    Ok(Leases::Taken { created })
 }
 
-/// The object's run lease for `job_name`: whether this take created it, or the wait when
-/// another Job holds it.
+/// The object's run lease for `job_name`: whether this take created it and whether this very Job
+/// held it already, or the wait when another Job holds it.
 async fn take_run_lease(
     p: &Pass<'_>,
     cluster_name: &str,
     op: Operation,
     job_name: &str,
-) -> Result<Result<bool, WaitReason>, Error> {
+) -> Result<Result<(bool, bool), WaitReason>, Error> {
     let labels = leases::lease_labels(leases::RUN_LEASE, p.kind_name(), &p.name, cluster_name);
     let run_lease = run_lease_name(&p.suffix);
     match leases::take(
@@ -362,7 +386,10 @@ async fn take_run_lease(
             operation: op,
             job: holder,
         })),
-        Take::Taken { created } => Ok(Ok(created)),
+        Take::Taken {
+            created,
+            held_already,
+        } => Ok(Ok((created, held_already))),
     }
 }
 
@@ -397,26 +424,19 @@ async fn take_cluster_lease(
     Ok(None)
 }
 
-/// A cluster's run lease, then its cluster write lease, for `job_name`: whether the run lease
-/// was created, or the wait when another Job holds one (the run lease is given back then). A
-/// cluster starting a gated Job takes both, and a cluster waiting for its machines' operations
-/// holds (and so renews) both this way.
+/// A cluster's run lease, then its cluster write lease, for `job_name`: the wait when another
+/// Job holds one (the run lease is given back then). A cluster waiting for its machines'
+/// operations holds (and so renews) both this way.
 pub(super) async fn take_run_and_cluster_leases(
     p: &Pass<'_>,
     cluster_name: &str,
     op: Operation,
     job_name: &str,
-) -> Result<Result<bool, WaitReason>, Error> {
-    let created = match take_run_lease(p, cluster_name, op, job_name).await? {
-        Ok(created) => created,
-        Err(wait) => return Ok(Err(wait)),
-    };
-    Ok(
-        match take_cluster_lease(p, cluster_name, op, job_name).await? {
-            Some(wait) => Err(wait),
-            None => Ok(created),
-        },
-    )
+) -> Result<Option<WaitReason>, Error> {
+    if let Err(wait) = take_run_lease(p, cluster_name, op, job_name).await? {
+        return Ok(Some(wait));
+    }
+    take_cluster_lease(p, cluster_name, op, job_name).await
 }
 
 /// The state lock: free, stale (the Job force-unlocks it), or held by something else (the Job
