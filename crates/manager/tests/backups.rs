@@ -204,6 +204,63 @@ async fn three_applies_keep_the_newest_backups_byte_identical_to_their_state() {
     assert!(metric_sum(&enc, "captf_state_backups_total", &["result=\"pruned\""]) >= 1);
 }
 
+/// A copy cut short before its chunk 0 leaves parts behind (chunk 0 is written last, so such a
+/// set is no backup yet): when that serial is backed up, in fewer chunks, the parts left over
+/// go, and the set is the copy alone. Parts 1 and 2 of every serial a first apply can write are
+/// planted before the object exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parts_left_by_a_cut_short_copy_go_when_their_serial_is_backed_up() {
+    let (env, images) = setup().await;
+    let client = env.client().await.unwrap();
+    install_runner_cluster_role(&client).await;
+    let ns = env.namespace("leftover").await.unwrap();
+    identity(&client, "id-leftover", &[ns.as_str()], "planted-leftover-1").await;
+    let _mgr = start_manager(&client, &ns, &images, "manager-leftover");
+    let sfx = suffix(&ns, "left");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    for serial in 0..=12u64 {
+        for part in 1..=2 {
+            let planted: Secret = serde_json::from_value(json!({
+                "metadata": {
+                    "name": format!("captf-state-backup-{sfx}-{serial}-part-{part}"),
+                    "labels": {
+                        "captf.io/state-backup": "true",
+                        "captf.io/state-backup-suffix": sfx,
+                    },
+                    "annotations": {"captf.io/state-backup-serial": serial.to_string()},
+                },
+                "data": {"tfstate": "bGVmdCBvdmVy"},
+            }))
+            .unwrap();
+            secrets
+                .create(&kube::api::PostParams::default(), &planted)
+                .await
+                .unwrap();
+        }
+    }
+    cluster(&client, &ns, "left", "id-leftover", &images.cluster).await;
+    wait_ready(&client, &ns, "TerraformCluster", "left", "True", LONG).await;
+    let serial = serial_of(&live_state(&client, &ns, "left").await);
+    let base = format!("captf-state-backup-{sfx}-{serial}");
+    eventually(LONG, "the backup set of the live serial alone", || async {
+        let sets = backups(&client, &ns, "left").await;
+        let mut names: Vec<String> = sets
+            .get(&serial)?
+            .iter()
+            .filter_map(|s| s.metadata.name.clone())
+            .collect();
+        names.sort();
+        (names == [base.clone()]).then_some(())
+    })
+    .await;
+    // The copy is the live state, verbatim.
+    let sets = backups(&client, &ns, "left").await;
+    assert_eq!(
+        payload(&sets[&serial], &base),
+        live_state(&client, &ns, "left").await
+    );
+}
+
 /// The state restore runbook, step by step: pick a serial from `status.stateBackups`, annotate
 /// the object, wait for `RestoreJobSucceeded=True/StateRestored` and the annotation to go, check
 /// `StateReadable`; the state then holds the backup's content, and the next apply (the current

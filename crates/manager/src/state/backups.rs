@@ -31,7 +31,7 @@ use kube::Api;
 use kube::api::PostParams;
 use sha2::{Digest, Sha256};
 
-use crate::runtime::caches::{Caches, OwnWrites};
+use crate::runtime::caches::Caches;
 use crate::runtime::kubeutil::{delete_opt, get_opt, is_conflict};
 use crate::state::{self, StateView};
 
@@ -270,7 +270,7 @@ pub struct Source<'a> {
 /// adoption's) with what was read of them, else they are listed and read here.
 pub async fn take(
     client: &kube::Client,
-    own: &OwnWrites,
+    caches: &Caches,
     ns: &str,
     suffix: &str,
     source: Source<'_>,
@@ -299,20 +299,20 @@ pub async fn take(
         // The pass lists the backup in the status it writes: the copy's own event need not wake
         // the object again.
         let name = copy.metadata.name.clone().unwrap_or_default();
-        if let Err(e) = own
+        if let Err(e) = (caches.own_writes)
             .write("Secret", ns, &name, create_or_replace(&api, copy))
             .await
         {
             return Ok(Taken::Skipped(format!("copying it failed: {e}")));
         }
     }
-    // A replaced set with more chunks than the copy loses its extra parts.
+    // A replaced set with more chunks than the copy, or a copy of more chunks cut short before
+    // its chunk 0, loses its extra parts: the ones the cache shows. A part is written before its
+    // set's chunk 0, by an earlier pass, so the cache shows it by now; one it does not show yet
+    // is never read as part of a set (chunk 0 counts its parts), is removed by the next copy of
+    // its serial, and is garbage collected with the object that owns it.
     let base = state_backup_secret_name(suffix, source.take.serial);
-    for extra in set.len().. {
-        let name = chunk_secret_name(&base, extra);
-        if get_opt(&api, &name).await?.is_none() {
-            break;
-        }
+    for name in extra_parts(caches, ns, suffix, &base, set.len()) {
         delete_opt(&api, &name).await?;
     }
     Ok(
@@ -321,6 +321,21 @@ pub async fn take(
             None => Taken::Skipped("the copy carries no backup annotations".to_owned()),
         },
     )
+}
+
+/// The parts of set `base` from index `from` on that the cache shows, in order.
+fn extra_parts(caches: &Caches, ns: &str, suffix: &str, base: &str, from: usize) -> Vec<String> {
+    let mut parts: Vec<(usize, String)> = caches
+        .secrets_labelled(ns, labels::STATE_BACKUP_SUFFIX, suffix)
+        .iter()
+        .filter_map(|s| {
+            let name = s.metadata.name.as_deref()?;
+            let index = chunk_index(base, name).filter(|i| *i >= from)?;
+            Some((index, name.to_owned()))
+        })
+        .collect();
+    parts.sort();
+    parts.into_iter().map(|(_, name)| name).collect()
 }
 
 fn payload(s: &Secret) -> &[u8] {

@@ -241,9 +241,9 @@ async fn back_up(
         owner: &p.target.owner_reference(false),
         now: p.now_ts,
     };
-    let own = &p.ctx.caches.own_writes;
     let listed = p.state_adopted.take();
-    let taken = backups::take(&p.ctx.client, own, &p.ns, &p.suffix, source, listed).await?;
+    let caches = &p.ctx.caches;
+    let taken = backups::take(&p.ctx.client, caches, &p.ns, &p.suffix, source, listed).await?;
     let kind = p.kind_name();
     match taken {
         backups::Taken::Copied { backup, bytes } => {
