@@ -128,7 +128,7 @@ pub(super) async fn start_job(
         restore: start.restore,
     };
     let job_name = job::job_name(&request);
-    // The inputs, the leases (with the Job looked up when the run lease was there already) and
+    // The inputs, the leases (with the Job looked up when the run lease named it already) and
     // the state lock go out at once: none depends on another's answer. The lock's reading counts
     // only once the leases are held (a pass that waits for a lease has read it for nothing).
     let (rendered, leases, lock_read) = tokio::join!(
