@@ -299,7 +299,8 @@ pub async fn take(
         // The pass lists the backup in the status it writes: the copy's own event need not wake
         // the object again.
         let name = copy.metadata.name.clone().unwrap_or_default();
-        if let Err(e) = (caches.own_writes)
+        if let Err(e) = caches
+            .own_writes
             .write("Secret", ns, &name, create_or_replace(&api, copy))
             .await
         {
@@ -323,19 +324,14 @@ pub async fn take(
     )
 }
 
-/// The parts of set `base` from index `from` on that the cache shows, in order.
+/// The parts of set `base` from index `from` on that the cache shows.
 fn extra_parts(caches: &Caches, ns: &str, suffix: &str, base: &str, from: usize) -> Vec<String> {
-    let mut parts: Vec<(usize, String)> = caches
+    caches
         .secrets_labelled(ns, labels::STATE_BACKUP_SUFFIX, suffix)
         .iter()
-        .filter_map(|s| {
-            let name = s.metadata.name.as_deref()?;
-            let index = chunk_index(base, name).filter(|i| *i >= from)?;
-            Some((index, name.to_owned()))
-        })
-        .collect();
-    parts.sort();
-    parts.into_iter().map(|(_, name)| name).collect()
+        .filter_map(|s| s.metadata.name.clone())
+        .filter(|name| chunk_index(base, name).is_some_and(|i| i >= from))
+        .collect()
 }
 
 fn payload(s: &Secret) -> &[u8] {
